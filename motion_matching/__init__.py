@@ -1,0 +1,3 @@
+"""Train the Learned Motion Matching projector fast, exactly and reproducibly."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,83 @@
+"""Strict little-endian readers and writers for the toolkit's length-prefixed arrays."""
+import os
+
+import numpy as np
+
+from .errors import InvalidFile, MissingFile, TruncatedFile
+
+U32 = np.dtype("<u4")
+
+
+class BinaryReader:
+    """Reads length-prefixed headers and arrays from one open file, checking every byte count.
+
+    Arrays are read with ``np.fromfile`` in one call each, so reading runs at disk speed.
+    """
+
+    def __init__(self, path, stream):
+        self.path = os.fspath(path)
+        self.stream = stream
+        self.size = os.fstat(stream.fileno()).st_size
+
+    @property
+    def offset(self):
+        return self.stream.tell()
+
+    def _require(self, nbytes, field):
+        left = self.size - self.offset
+        if nbytes > left:
+            raise TruncatedFile(
+                self.path, f"truncated in {field} at byte {self.offset}: needs {nbytes} bytes, {left} left")
+
+    def counts(self, field, n):
+        """Read ``n`` u32 counts of the header of ``field``; returns a tuple of ints."""
+        self._require(4 * n, f"{field} header")
+        return tuple(int(v) for v in np.fromfile(self.stream, dtype=U32, count=n))
+
+    def array(self, field, dtype, shape):
+        """Read an array of ``shape`` and little-endian ``dtype``; float arrays must be finite."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        self._require(count * dtype.itemsize, field)
+        values = np.fromfile(self.stream, dtype=dtype, count=count).reshape(shape)
+        if dtype.kind == "f" and not np.isfinite(values).all():
+            bad = int(np.flatnonzero(~np.isfinite(values.ravel()))[0])
+            raise InvalidFile(self.path, f"{field} holds NaN or Inf (first at element {bad})")
+        return values
+
+    def array1d(self, field, dtype):
+        """Read ``[u32 n, n values]``; returns a 1-D array."""
+        (n,) = self.counts(field, 1)
+        return self.array(field, dtype, (n,))
+
+    def array2d(self, field, dtype):
+        """Read ``[u32 rows, u32 cols, rows*cols values]``; returns a 2-D array."""
+        rows, cols = self.counts(field, 2)
+        return self.array(field, dtype, (rows, cols))
+
+    def finish(self):
+        """Refuse trailing bytes after the last field."""
+        if self.offset != self.size:
+            raise InvalidFile(self.path, f"{self.size - self.offset} trailing bytes after byte {self.offset}")
+
+
+def open_for_reading(path):
+    """Open ``path`` for binary reading, turning a missing file into ``MissingFile``."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise MissingFile(path, "no such file") from None
+    except IsADirectoryError:
+        raise MissingFile(path, "is a folder, not a file") from None
+    except PermissionError:
+        raise MissingFile(path, "permission denied") from None
+
+
+def write_counts(stream, *counts):
+    np.asarray(counts, dtype=U32).tofile(stream)
+
+
+def write_array(stream, header, values, dtype):
+    """Write the u32 ``header`` counts, then ``values`` as contiguous little-endian ``dtype``."""
+    write_counts(stream, *header)
+    np.ascontiguousarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tofile(stream)

@@ -1,0 +1,2 @@
+"""Commands: cache."""
+from .group import main, reports_errors  # noqa: F401

@@ -1,0 +1,2 @@
+"""Commands: data."""
+from .group import main, reports_errors  # noqa: F401

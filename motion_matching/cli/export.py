@@ -1,0 +1,2 @@
+"""Commands: export."""
+from .group import main, reports_errors  # noqa: F401

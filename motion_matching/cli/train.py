@@ -1,0 +1,2 @@
+"""Commands: train."""
+from .group import main, reports_errors  # noqa: F401

@@ -1,0 +1,1 @@
+"""The projector: query stream, exact neighbour search, cache, network, training, export."""

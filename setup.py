@@ -1,0 +1,27 @@
+"""Learned Motion Matching projector trainer: a drop-in plug-in for Daniel Holden's toolkit."""
+from setuptools import find_packages, setup
+
+setup(
+    name="motion-matching-projector",
+    version="0.1.0",
+    description="Train the Learned Motion Matching projector fast, exactly and reproducibly",
+    packages=find_packages(include=["motion_matching", "motion_matching.*"]),
+    py_modules=["train_projector", "generate_database"],
+    python_requires=">=3.9",
+    install_requires=[
+        "numpy>=1.23",
+        "faiss-cpu>=1.7.4",
+        # a range that torch 2.13.0 (the CPU wheel CI installs first) satisfies
+        "torch>=2.1",
+        "click>=8.0",
+        "h5py>=3.6",
+        "scikit-learn>=1.1",
+    ],
+    extras_require={
+        "plot": ["matplotlib>=3.5"],
+        "onnx": ["onnx>=1.14", "onnxruntime>=1.16"],
+        "tensorboard": ["tensorboard>=2.10"],
+        "test": ["pytest>=7", "matplotlib>=3.5", "onnx>=1.14", "onnxruntime>=1.16", "tensorboard>=2.10"],
+    },
+    entry_points={"console_scripts": ["mm-projector=motion_matching.cli:main"]},
+)
