@@ -14,7 +14,7 @@ from .errors import InvalidFile, MismatchedFiles
 
 @dataclasses.dataclass
 class Database:
-    """The animation database: per-frame bone states (F frames, B bones, C contacts), world space."""
+    """The animation database: per-frame local (parent-relative) bone states; bone 0, the simulation bone, is in world space."""
 
     bone_positions: np.ndarray          # (F, B, 3) float32, metres
     bone_velocities: np.ndarray         # (F, B, 3) float32, metres / second
