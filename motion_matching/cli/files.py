@@ -1,0 +1,24 @@
+"""Commands: checking the toolkit's files."""
+import click
+
+from ..toolkit_files import check_toolkit_files
+from .group import main, reports_errors
+
+_FILE = click.Path(dir_okay=False)
+
+
+@main.command("check-files")
+@click.option("--database", type=_FILE, help="database.bin to check.")
+@click.option("--features", type=_FILE, help="features.bin to check.")
+@click.option("--latent", type=_FILE, help="latent.bin to check.")
+@reports_errors
+def check_files(database, features, latent):
+    """Validate toolkit files strictly and check they describe the same frames.
+
+    Example: mm-projector check-files --database database.bin --features features.bin --latent latent.bin
+    """
+    if not (database or features or latent):
+        raise click.UsageError("give at least one of --database, --features, --latent")
+    summary = check_toolkit_files(database=database, features=features, latent=latent)
+    click.echo("\n".join(summary.lines()))
+    click.echo("ok: the files are valid and agree")
