@@ -40,10 +40,19 @@ class BinaryReader:
         count = int(np.prod(shape, dtype=np.int64))
         self._require(count * dtype.itemsize, field)
         values = np.fromfile(self.stream, dtype=dtype, count=count).reshape(shape)
-        if dtype.kind == "f" and not np.isfinite(values).all():
-            bad = int(np.flatnonzero(~np.isfinite(values.ravel()))[0])
-            raise InvalidFile(self.path, f"{field} holds NaN or Inf (first at element {bad})")
+        if dtype.kind == "f":
+            self._check_finite(field, values.ravel())
         return values
+
+    def _check_finite(self, field, flat):
+        # a finite sum proves every element finite without a full-size boolean temporary;
+        # a non-finite sum may be overflow, so only then look element by element
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.isfinite(np.add.reduce(flat)):
+                return
+        bad = np.flatnonzero(~np.isfinite(flat))
+        if bad.size:
+            raise InvalidFile(self.path, f"{field} holds NaN or Inf (first at element {int(bad[0])})")
 
     def array1d(self, field, dtype):
         """Read ``[u32 n, n values]``; returns a 1-D array."""

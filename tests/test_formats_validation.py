@@ -174,3 +174,9 @@ def test_huge_header_count_is_truncation_not_allocation(tmp_path):
     path = tmp_path / "latent.bin"
     path.write_bytes(np.array([2**31, 2**31], np.uint32).tobytes() + b"\0" * 16)
     expect(errors.TruncatedFile, formats.load_latent, path, "truncated in latent")
+
+
+def test_huge_finite_values_are_not_mistaken_for_inf(tmp_path):
+    latent = np.full((4, 8), 3e38, np.float32)
+    formats.save_latent(tmp_path / "latent.bin", latent)
+    assert np.array_equal(formats.load_latent(tmp_path / "latent.bin"), latent)
