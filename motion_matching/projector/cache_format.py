@@ -1,0 +1,208 @@
+"""The projector cache's HDF5 layout (docs/cache.md): names, fingerprints and the checks every reader runs.
+
+Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n) float32 and
+``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
+``StaleCache`` with one line that names the problem and the command that rebuilds the cache.
+"""
+import hashlib
+import os
+import shlex
+
+import h5py
+import numpy as np
+
+from .. import formats
+from ..errors import CorruptCache, MissingFile, StaleCache
+from . import queries as query_stream
+
+FORMAT = "motion-matching-projector-cache"
+FORMAT_VERSION = 1
+DEFAULT_NQUERIES = 16_000_000
+DEFAULT_SEED = 1234
+DEFAULT_CHUNK_ROWS = 65_536
+
+INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows", "completed",
+                  "query_block")
+STR_ATTRIBUTES = ("format", "features_sha256", "query_recipe", "backend", "created")
+# Attributes that decide which rows the file holds: a partial build resumes only if all of them match.
+BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows",
+              "query_recipe", "query_block", "backend")
+
+
+def features_sha256(path):
+    """Hex SHA-256 (64 lowercase characters) of the bytes of ``path``; ``MissingFile`` if it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as error:
+        raise MissingFile(path, f"cannot read it ({error.strerror or error})") from None
+    return digest.hexdigest()
+
+
+def rebuild_command(path, *, features_path, nqueries=None, seed=None):
+    """The ``mm-projector build-cache ... --force`` line (str) that rebuilds the cache at ``path``."""
+    nqueries = DEFAULT_NQUERIES if nqueries is None else nqueries
+    seed = DEFAULT_SEED if seed is None else seed
+    return (f"mm-projector build-cache --features {shlex.quote(os.fspath(features_path))} "
+            f"--out {shlex.quote(os.fspath(path))} --queries {nqueries} --seed {seed} --force")
+
+
+class Refusal:
+    """Builds the errors about one cache file, each ending with the rebuild command."""
+
+    def __init__(self, path, *, features_path, nqueries=None, seed=None):
+        self.path, self.features_path = os.fspath(path), features_path
+        self.nqueries, self.seed = nqueries, seed
+
+    @property
+    def command(self):
+        return rebuild_command(self.path, features_path=self.features_path, nqueries=self.nqueries,
+                               seed=self.seed)
+
+    def corrupt(self, problem):
+        return CorruptCache(self.path, f"{problem}; run: {self.command}")
+
+    def stale(self, problem):
+        return StaleCache(self.path, f"{problem}; run: {self.command}")
+
+    def missing(self, problem):
+        return MissingFile(self.path, f"{problem}; run: {self.command}")
+
+
+def open_hdf5(path, refusal, *, mode="r"):
+    """Open ``path`` with h5py; a missing, non-HDF5 or damaged file raises the matching error."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        partial = os.path.exists(path + ".partial")
+        raise refusal.missing("an interrupted build left only " + os.path.basename(path) + ".partial (the same "
+                              "command resumes it)" if partial else "no cache file here")
+    if not h5py.is_hdf5(path):
+        raise refusal.corrupt("not an HDF5 file")
+    try:
+        return h5py.File(path, mode)
+    except OSError as error:
+        reason = str(error).splitlines()[0]
+        if "truncated" in reason:
+            raise refusal.corrupt("truncated HDF5 file (it ends before the data its header announces)") from None
+        raise refusal.corrupt(f"damaged HDF5 file that h5py cannot open ({reason})") from None
+
+
+def _scalar(handle, name, kind, refusal):
+    if name not in handle.attrs:
+        raise refusal.corrupt(f"attribute {name!r} is missing")
+    try:
+        value = handle.attrs[name]
+    except (OSError, TypeError, ValueError):
+        raise refusal.corrupt(f"attribute {name!r} cannot be read") from None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if kind is str and isinstance(value, str):
+        return value
+    if kind is int and np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.integer):
+        return int(value)
+    raise refusal.corrupt(f"attribute {name!r} is {value!r}, not {'a string' if kind is str else 'an integer'}")
+
+
+def read_attributes(handle, refusal):
+    """Check format and version, then return every root attribute as a dict of int, str and ndarray.
+
+    ``refusal``'s nqueries and seed, unless already set, are taken from the file for later messages.
+    """
+    fmt = handle.attrs.get("format")
+    fmt = fmt.decode("utf-8", "replace") if isinstance(fmt, bytes) else fmt
+    if fmt != FORMAT:
+        raise refusal.corrupt(f"not a projector cache (HDF5 attribute 'format' is {fmt!r}, expected {FORMAT!r})")
+    version = _scalar(handle, "format_version", int, refusal)
+    if version != FORMAT_VERSION:
+        raise refusal.corrupt(f"format_version {version} is not supported (this package reads version "
+                              f"{FORMAT_VERSION})")
+    attributes = {name: _scalar(handle, name, int, refusal) for name in INT_ATTRIBUTES}
+    if refusal.nqueries is None:
+        refusal.nqueries, refusal.seed = attributes["nqueries"], attributes["seed"]
+    attributes.update({name: _scalar(handle, name, str, refusal) for name in STR_ATTRIBUTES})
+    if "noise_scale" not in handle.attrs:
+        raise refusal.corrupt("attribute 'noise_scale' is missing")
+    attributes["noise_scale"] = np.asarray(handle.attrs["noise_scale"])
+    attributes["versions"] = {name[len("version_"):]: str(value) for name, value in handle.attrs.items()
+                              if name.startswith("version_")}
+    return attributes
+
+
+def check_datasets(handle, attributes, refusal):
+    """Raise ``CorruptCache`` unless ``queries`` and ``nearest`` have the shapes and dtypes the attributes say."""
+    nqueries, nfeatures = attributes["nqueries"], attributes["nfeatures"]
+    if nqueries < 1 or nfeatures < 1 or attributes["nframes"] < 1 or attributes["chunk_rows"] < 1:
+        raise refusal.corrupt("counts nqueries, nfeatures, nframes and chunk_rows must be positive")
+    if not 0 <= attributes["completed"] <= nqueries:
+        raise refusal.corrupt(f"attribute 'completed' is {attributes['completed']}, outside 0..{nqueries}")
+    if attributes["noise_scale"].shape != (nfeatures,) or attributes["noise_scale"].dtype != np.float32:
+        raise refusal.corrupt(f"attribute 'noise_scale' must be {nfeatures} float32 values")
+    for name, shape, dtype in (("queries", (nqueries, nfeatures), np.float32), ("nearest", (nqueries,), np.int32)):
+        dataset = handle.get(name)
+        if not isinstance(dataset, h5py.Dataset):
+            raise refusal.corrupt(f"dataset {name!r} is missing")
+        if dataset.shape != shape or dataset.dtype != dtype:
+            raise refusal.corrupt(f"dataset {name!r} is {dataset.shape} {dataset.dtype}, attributes say {shape} "
+                                  f"{np.dtype(dtype)}")
+
+
+def check_complete(attributes, refusal):
+    """Raise ``CorruptCache`` if a build stopped before writing every row."""
+    if attributes["completed"] != attributes["nqueries"]:
+        raise refusal.corrupt(f"incomplete: {attributes['completed']} of {attributes['nqueries']} rows written "
+                              "(an interrupted build)")
+
+
+def freshness_problem(attributes, *, sha256, nframes, nfeatures):
+    """Why the cache does not match the given features (str), or None when it is fresh."""
+    if attributes["features_sha256"] != sha256:
+        return (f"stale: built from features with SHA-256 {attributes['features_sha256'][:16]}..., "
+                f"the given features.bin has {sha256[:16]}...")
+    if (attributes["nframes"], attributes["nfeatures"]) != (nframes, nfeatures):
+        return (f"stale: built for {attributes['nframes']} frames x {attributes['nfeatures']} features, the "
+                f"given features.bin has {nframes} x {nfeatures}")
+    if (attributes["query_recipe"], attributes["query_block"]) != (query_stream.RECIPE, query_stream.QUERY_BLOCK):
+        return "stale: built with another query recipe than this package's"
+    return None
+
+
+def check_noise_scale(attributes, features, refusal):
+    """Raise ``CorruptCache`` unless the stored noise scale equals the one recomputed from ``features``."""
+    if not np.array_equal(attributes["noise_scale"], query_stream.noise_scale(features)):
+        raise refusal.corrupt("attribute 'noise_scale' differs from the one recomputed from features.bin")
+
+
+def check_rows(queries, nearest, *, first, nframes, refusal):
+    """Raise ``CorruptCache`` if ``queries`` holds NaN/Inf or ``nearest`` a frame outside 0..nframes-1."""
+    if not np.isfinite(queries).all():
+        bad = first + int(np.flatnonzero(~np.isfinite(queries).all(axis=1))[0])
+        raise refusal.corrupt(f"queries row {bad} holds NaN or Inf")
+    outside = (nearest < 0) | (nearest >= nframes)
+    if outside.any():
+        bad = int(np.flatnonzero(outside)[0])
+        raise refusal.corrupt(f"nearest row {first + bad} is frame {int(nearest[bad])}, outside 0..{nframes - 1}")
+
+
+def open_validated(path, *, features_path, require_fresh=True, refusal=None):
+    """Open the complete cache at ``path`` and check it against ``features_path``; returns ``(handle,
+    attributes, refusal, problem)``: problem is None when fresh, else why not (only if not ``require_fresh``).
+    """
+    refusal = refusal or Refusal(path, features_path=features_path)
+    handle = open_hdf5(path, refusal)
+    try:
+        attributes = read_attributes(handle, refusal)
+        check_datasets(handle, attributes, refusal)
+        check_complete(attributes, refusal)
+        features = formats.load_features(features_path).features
+        problem = freshness_problem(attributes, sha256=features_sha256(features_path),
+                                    nframes=features.shape[0], nfeatures=features.shape[1])
+        if problem and require_fresh:
+            raise refusal.stale(problem)
+        if not problem:
+            check_noise_scale(attributes, features, refusal)
+    except BaseException:
+        handle.close()
+        raise
+    return handle, attributes, refusal, problem

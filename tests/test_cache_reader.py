@@ -1,0 +1,56 @@
+"""The reader API training uses: open_cache validates, CacheReader.read serves exact rows."""
+import numpy as np
+import pytest
+
+from motion_matching.projector import cache, queries
+from motion_matching.projector.search import make_searcher
+from conftest import write_small_toolkit_files
+
+NQUERIES, SEED, CHUNK = 20_000, 7, 8192
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(features.bin, cache path) of a 20,000-query cache over 2,000 random frames."""
+    folder = tmp_path_factory.mktemp("reader")
+    features_path, _ = write_small_toolkit_files(folder)
+    out = folder / "cache.h5"
+    cache.build_cache(features_path, out=out, nqueries=NQUERIES, seed=SEED, chunk_rows=CHUNK, backend="faiss-flat")
+    return features_path, out
+
+
+def test_reader_attributes_match_the_build(built):
+    features_path, out = built
+    with cache.open_cache(out, features_path=features_path) as reader:
+        assert (reader.nqueries, reader.nframes, reader.nfeatures, reader.seed, reader.chunk_rows) == \
+            (NQUERIES, 2000, 27, SEED, CHUNK)
+        assert reader.features_sha256 == cache.features_sha256(features_path)
+
+
+def test_read_returns_the_query_stream_and_its_nearest_frames(built):
+    features_path, out = built
+    from motion_matching import formats
+    features = formats.load_features(features_path).features
+    expected, _ = queries.generate_queries(features, seed=SEED, start=8000, stop=17000)
+    with cache.open_cache(out, features_path=features_path) as reader:
+        got_queries, got_nearest = reader.read(8000, 17000)
+    assert got_queries.dtype == np.float32 and got_nearest.dtype == np.int64
+    assert np.array_equal(got_queries, expected)
+    assert np.array_equal(got_nearest, make_searcher(features, backend="balltree").nearest(expected))
+
+
+@pytest.mark.parametrize("size", [1, 32, 5000, CHUNK, NQUERIES])
+def test_sequential_reads_of_any_size_tile_the_whole_cache(built, size):
+    features_path, out = built
+    with cache.open_cache(out, features_path=features_path) as reader:
+        whole = reader.read(0, NQUERIES)
+        parts = [reader.read(start, min(start + size, NQUERIES)) for start in range(0, NQUERIES, size)]
+    assert np.array_equal(np.concatenate([p[0] for p in parts]), whole[0])
+    assert np.array_equal(np.concatenate([p[1] for p in parts]), whole[1])
+
+
+def test_read_outside_the_rows_is_a_programming_error(built):
+    features_path, out = built
+    with cache.open_cache(out, features_path=features_path) as reader:
+        with pytest.raises(ValueError, match="outside"):
+            reader.read(NQUERIES - 1, NQUERIES + 1)
