@@ -1,0 +1,157 @@
+"""Evaluate a projector on held-out queries: L1 errors, training loss terms and match accuracy.
+
+Queries come from ``queries.generate_queries`` with a seed other than training's, so none was trained on.
+For each query ``Xhat`` the exact nearest frame ``gnd`` is searched; the projector maps ``Xhat`` to
+``Xtil``/``Ztil``. Match accuracy asks what the runtime needs: is the database frame nearest to ``Xtil``
+the query's true nearest frame (top-1), or among the ``MATCH_K`` frames nearest to ``Xtil`` (top-k)?
+A frame tied with the best (distances equal to float32 precision) counts as a match.
+"""
+import hashlib
+import json
+import logging
+import os
+
+import numpy as np
+import torch
+
+from .. import formats
+from ..atomic import atomic_write
+from ..errors import MismatchedFiles
+from .export import load_projector_module
+from .queries import RECIPE, generate_queries
+from .search import DEFAULT_BACKEND, make_searcher
+
+LOG = logging.getLogger(__name__)
+
+LOSS_WEIGHTS = {"xval": 1.0, "zval": 5.0, "dist": 0.3}  # as training: L1 features, L1 latent, L1 distances
+TRAINING_SEED = 1234
+EVALUATION_SEED = 4321  # held out: the query stream of training's seed is never used here
+DEFAULT_QUERIES = 10_000
+MATCH_K = 5
+LEVEL_EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)  # bins of the noise level u of each query
+REPORT_NAME = "evaluation.json"
+_TIE_TOLERANCE = 1e-5  # relative; float32 distances closer than this are a tie
+
+
+def projector_outputs(module, queries, *, block=8192):
+    """Run ``module`` on ``queries`` (m, nin) float32 in blocks; returns (m, nout) float32."""
+    parts = []
+    with torch.no_grad():
+        for start in range(0, len(queries), block):
+            parts.append(module(torch.from_numpy(np.ascontiguousarray(queries[start:start + block]))).numpy())
+    return np.concatenate(parts) if parts else np.zeros((0, module.sizes[-1]), np.float32)
+
+
+def loss_terms(Xhat, Xgnd, Zgnd, Xtil, Ztil):
+    """Mean L1 errors and the weighted training loss terms (floats) over all queries.
+
+    Returns ``feature_l1``, ``latent_l1``, ``distance_l1`` (mean |Dgnd - Dtil|, D the L2 distance from
+    ``Xhat``) and ``xval``, ``zval``, ``dist`` (those times ``LOSS_WEIGHTS``) and their sum ``loss``.
+    """
+    Dgnd = np.sqrt(np.square(Xhat - Xgnd, dtype=np.float64).sum(-1))
+    Dtil = np.sqrt(np.square(Xhat - Xtil, dtype=np.float64).sum(-1))
+    raw = {"feature_l1": float(np.abs(Xgnd - Xtil, dtype=np.float64).mean()),
+           "latent_l1": float(np.abs(Zgnd - Ztil, dtype=np.float64).mean()),
+           "distance_l1": float(np.abs(Dgnd - Dtil).mean())}
+    terms = {"xval": LOSS_WEIGHTS["xval"] * raw["feature_l1"], "zval": LOSS_WEIGHTS["zval"] * raw["latent_l1"],
+             "dist": LOSS_WEIGHTS["dist"] * raw["distance_l1"]}
+    return {**raw, **terms, "loss": sum(terms.values())}
+
+
+def _squared_distances(features, points, indices):
+    """Squared L2 distances (m, k) float64 from ``points`` (m, n) to ``features[indices]`` (m, k)."""
+    difference = features[indices].astype(np.float64) - points[:, None, :].astype(np.float64)
+    return np.square(difference).sum(-1)
+
+
+def match_flags(features, Xtil, truth, *, k=MATCH_K):
+    """Where the true nearest frames ``truth`` (m,) are nearest to the outputs ``Xtil`` (m, n).
+
+    Returns ``(top1, topk)``, (m,) bool each: ``features[truth]`` is at the smallest distance from
+    ``Xtil`` (top-1), or no farther than its ``k``-th nearest frame (top-k), ties included.
+    """
+    import faiss
+    index = faiss.IndexFlatL2(features.shape[1])
+    index.add(np.ascontiguousarray(features, dtype=np.float32))
+    _, nearest = index.search(np.ascontiguousarray(Xtil, dtype=np.float32), min(k, len(features)))
+    best = _squared_distances(features, Xtil, nearest[:, [0, -1]])  # first and k-th, recomputed exactly
+    own = _squared_distances(features, Xtil, truth[:, None])[:, 0]
+    tied = (1.0 + _TIE_TOLERANCE) * best + 1e-12
+    top1 = (nearest[:, 0] == truth) | (own <= tied[:, 0])
+    topk = (nearest == truth[:, None]).any(1) | (own <= tied[:, 1])
+    return top1, topk
+
+
+def _level_breakdown(levels, top1, topk, feature_error, latent_error):
+    rows = []
+    for low, high in zip(LEVEL_EDGES[:-1], LEVEL_EDGES[1:]):
+        inside = (levels >= low) & ((levels < high) | (high == LEVEL_EDGES[-1]))
+        count = int(inside.sum())
+        mean = (lambda values: float(values[inside].mean()) if count else None)
+        rows.append({"u_min": low, "u_max": high, "queries": count, "top1": mean(top1), f"top{MATCH_K}": mean(topk),
+                     "feature_l1": mean(feature_error), "latent_l1": mean(latent_error)})
+    return rows
+
+
+def evaluate_projector(module, features, latent, *, nqueries=DEFAULT_QUERIES, seed=EVALUATION_SEED,
+                       backend=DEFAULT_BACKEND, threads=None):
+    """Evaluate ``module`` on ``nqueries`` held-out queries over ``features`` (F, n) and ``latent`` (F, L).
+
+    Returns ``(report, arrays)``: ``report`` a JSON-ready dict (counts, ``losses`` from ``loss_terms``,
+    ``match`` top-1/top-k rates in [0, 1], ``by_noise_level`` rows); ``arrays`` the float32 arrays
+    ``Xhat, Xgnd, Zgnd, Xtil, Ztil`` and ``levels`` (m,), in query order.
+    """
+    nfeatures = features.shape[1]
+    Xhat, _, levels = generate_queries(features, seed=seed, start=0, stop=nqueries, with_levels=True)
+    truth = make_searcher(features, backend=backend, threads=threads).nearest(Xhat)
+    output = projector_outputs(module, Xhat)
+    arrays = {"Xhat": Xhat, "Xgnd": features[truth], "Zgnd": latent[truth], "Xtil": output[:, :nfeatures],
+              "Ztil": output[:, nfeatures:], "levels": levels}
+    top1, topk = match_flags(features, arrays["Xtil"], truth)
+    feature_error = np.abs(arrays["Xgnd"] - arrays["Xtil"]).mean(1)
+    latent_error = np.abs(arrays["Zgnd"] - arrays["Ztil"]).mean(1)
+    report = {"queries": int(nqueries), "seed": int(seed), "training_seed": TRAINING_SEED, "backend": backend,
+              "query_recipe": RECIPE, "nframes": int(features.shape[0]), "nfeatures": int(nfeatures),
+              "nlatent": int(latent.shape[1]), "loss_weights": dict(LOSS_WEIGHTS),
+              "losses": loss_terms(*(arrays[name] for name in ("Xhat", "Xgnd", "Zgnd", "Xtil", "Ztil"))),
+              "match": {"top1": float(top1.mean()), f"top{MATCH_K}": float(topk.mean())},
+              "by_noise_level": _level_breakdown(levels, top1, topk, feature_error, latent_error)}
+    return report, arrays
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=DEFAULT_QUERIES,
+                   seed=EVALUATION_SEED, backend=DEFAULT_BACKEND, threads=None, plots=True):
+    """Evaluate the projector file (checkpoint or network .bin) and write ``out_dir/evaluation.json``.
+
+    With ``plots`` also writes ``projector_X.png`` and ``projector_Z.png`` (needs matplotlib).
+    Returns the report dict, with ``files`` (what was written) and the inputs' paths and SHA-256.
+    """
+    module = load_projector_module(projector)
+    features, latent = formats.load_features_and_latent(features_path, latent_path)
+    nfeatures, nlatent = features.features.shape[1], latent.shape[1]
+    if module.sizes[0] != nfeatures or module.sizes[-1] != nfeatures + nlatent:
+        raise MismatchedFiles(projector, f"maps {module.sizes[0]} -> {module.sizes[-1]} values but the data "
+                                         f"need {nfeatures} -> {nfeatures} + {nlatent}")
+    report, arrays = evaluate_projector(module, features.features, latent, nqueries=nqueries, seed=seed,
+                                        backend=backend, threads=threads)
+    os.makedirs(out_dir, exist_ok=True)
+    files = [os.path.join(out_dir, REPORT_NAME)]
+    if plots:
+        from .evaluate_plots import plot_predictions
+        files += plot_predictions(arrays, out_dir)
+    report["inputs"] = {name: {"path": os.fspath(path), "sha256": _sha256(path)} for name, path in
+                        (("projector", projector), ("features", features_path), ("latent", latent_path))}
+    report["files"] = [os.fspath(path) for path in files]
+    with atomic_write(files[0], mode="w") as stream:
+        json.dump(report, stream, indent=2)
+        stream.write("\n")
+    LOG.info("wrote %s", files[0])
+    return report

@@ -1,0 +1,55 @@
+"""Export a trained projector: a checkpoint (or a network .bin) to the runtime's .bin layout or to ONNX.
+
+The runtime (the toolkit's ``nnet_load``) reads ``mean_in, std_in, mean_out, std_out`` and then the
+layers with weights stored (in, out); ``formats.save_network`` writes exactly that, atomically.
+"""
+import logging
+import os
+
+from .. import formats
+from ..errors import MissingFile
+from .checkpoint import load_checkpoint_module
+from .model import module_to_network, network_to_module
+
+LOG = logging.getLogger(__name__)
+
+EXPORT_FORMATS = ("bin", "onnx")
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; a network .bin starts with a u32 count
+
+
+def is_checkpoint(path):
+    """True if ``path`` looks like a torch checkpoint (a zip archive) rather than a network .bin."""
+    if not os.path.isfile(path):
+        raise MissingFile(path, "no such file")
+    with open(path, "rb") as stream:
+        return stream.read(4) == _ZIP_MAGIC
+
+
+def load_projector_module(path):
+    """Load a ``NormalisedMLP`` (float32, CPU, eval mode) from a training checkpoint or a network .bin.
+
+    Raises ``MissingFile``/``InvalidFile``/``TruncatedFile`` naming ``path`` when it cannot be read.
+    """
+    if is_checkpoint(path):
+        return load_checkpoint_module(path)
+    return network_to_module(formats.load_network(path)).eval()
+
+
+def export_network(source, out, *, format="bin", split=False):
+    """Write the network held by ``source`` (checkpoint or .bin) to ``out`` as ``format`` ("bin" or "onnx").
+
+    ``split`` (ONNX only) names two outputs, ``features`` (first ``sizes[0]`` columns) and ``latent``
+    (the rest), instead of one ``output``. Returns a dict: ``format``, ``sizes`` (layer widths),
+    ``bytes`` (size of ``out``) and ``outputs`` (output names; "output" for .bin).
+    """
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    module = load_projector_module(source)
+    if format == "bin":
+        formats.save_network(out, module_to_network(module))
+        outputs = ["output"]
+    else:
+        from .onnx_export import export_onnx
+        outputs = export_onnx(module, out, split=split)
+    LOG.info("wrote %s (%s, sizes %s)", out, format, module.sizes)
+    return {"format": format, "sizes": list(module.sizes), "bytes": os.path.getsize(out), "outputs": outputs}
