@@ -1,49 +1,153 @@
 """Exact nearest-frame search behind one small interface: ``make_searcher(...).nearest(queries)``.
 
-Every backend returns, for each query, a frame whose distance equals the true minimum (ties may pick
-any of the tied frames). faiss reports squared L2 distances; we only use its indices.
+Every backend returns, for each query, a frame whose squared distance equals the true minimum computed
+in float64 (ties may pick any of the tied frames). Backends:
+
+- ``cells`` (default): k-means cells with radius bounds, queries grouped by cell, float32 GEMM, exact
+  float64 settling of near-ties (``search_cells.py``);
+- ``balltree``: scikit-learn's BallTree in float64, the toolkit's reference;
+- ``faiss-flat``: faiss ``IndexFlatL2`` brute force (k=2), made exact by float64 settling of near-ties;
+- ``torch``: brute force with torch on ``device`` (``"cpu"`` or ``"cuda"``), TF32 disabled, same settling.
+
+faiss reports squared L2 distances; we only use its indices.
 """
+import contextlib
+
 import numpy as np
 
+from ..errors import MotionMatchingError
+from .search_cells import CellSearch
+from .search_exact import CentredFrames, settle
+
 FAISS_MIN_QUERIES = 8192  # below ~4,700 queries per call faiss leaves its BLAS path and runs 5x slower
+TORCH_BLOCK_ELEMENTS = 1 << 26  # queries x frames per torch distance block (256 MiB of float32)
+
+
+def _as_queries(queries, nfeatures):
+    """Queries as a contiguous (m, n) float32 array, or ValueError naming the expected shape."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if queries.ndim != 2 or queries.shape[1] != nfeatures:
+        raise ValueError(f"queries must have shape (m, {nfeatures}), got {queries.shape}")
+    return queries
 
 
 class BallTreeSearch:
-    """scikit-learn's BallTree: the toolkit's reference search."""
+    """scikit-learn's BallTree (float64, direct differences): the toolkit's reference search."""
 
     def __init__(self, features, *, threads=None):
         from sklearn.neighbors import BallTree
+        self.nfeatures = np.shape(features)[1]
         self.tree = BallTree(np.asarray(features, dtype=np.float32))
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n)."""
-        return self.tree.query(np.asarray(queries), k=1, return_distance=False)[:, 0].astype(np.int64)
+        queries = _as_queries(queries, self.nfeatures)
+        if len(queries) == 0:
+            return np.zeros(0, np.int64)
+        return self.tree.query(queries, k=1, return_distance=False)[:, 0].astype(np.int64)
 
 
 class FaissFlatSearch:
-    """faiss ``IndexFlatL2`` brute force, fed at least ``FAISS_MIN_QUERIES`` queries per call."""
+    """faiss ``IndexFlatL2`` over centred frames, fed at least ``FAISS_MIN_QUERIES`` queries per call.
+
+    faiss gives the two best frames in float32; queries whose two distances are within the float32
+    error bound are settled in float64, so the result is exact.
+    """
 
     def __init__(self, features, *, threads=None):
         import faiss
-        if threads:
-            faiss.omp_set_num_threads(int(threads))
-        features = np.ascontiguousarray(features, dtype=np.float32)
-        self.index = faiss.IndexFlatL2(features.shape[1])
-        self.index.add(features)
+        self.faiss, self.threads = faiss, threads
+        self.frames = CentredFrames(features)
+        self.index = faiss.IndexFlatL2(self.frames.frames.shape[1])
+        self.index.add(self.frames.frames)
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n)."""
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        _, indices = self.index.search(queries, 1)
-        return indices[:, 0].astype(np.int64)
+        queries = _as_queries(queries, self.frames.frames.shape[1])
+        if self.threads:
+            self.faiss.omp_set_num_threads(int(self.threads))
+        parts = [self._block(queries[start:start + FAISS_MIN_QUERIES * 8])
+                 for start in range(0, len(queries), FAISS_MIN_QUERIES * 8)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _block(self, queries):
+        centred, norms = self.frames.centre(queries)
+        padded = centred
+        if len(centred) < FAISS_MIN_QUERIES:  # pad with copies: faiss's BLAS path is 5x faster
+            padded = np.resize(centred, (FAISS_MIN_QUERIES, centred.shape[1]))
+        distances, indices = self.index.search(padded, 2)
+        distances, indices = distances[:len(centred)].astype(np.float64), indices[:len(centred), 0]
+        second = np.where(indices >= 0, distances[:, 1], np.inf)  # -1: fewer than two frames
+        return settle(self.frames, queries, indices, distances[:, 0], second, norms, lambda _: None)
 
 
-BACKENDS = {"balltree": BallTreeSearch, "faiss-flat": FaissFlatSearch}
-DEFAULT_BACKEND = "faiss-flat"
+@contextlib.contextmanager
+def torch_threads(threads):
+    """Run the body with torch using ``threads`` intra-op threads (unchanged if None), then restore."""
+    import torch
+    previous = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class TorchBruteSearch:
+    """Brute force with torch in float32 on ``device`` (TF32 off), near-ties settled in float64."""
+
+    def __init__(self, features, *, threads=None, device="cpu"):
+        import torch
+        if str(device).startswith("cuda") and not torch.cuda.is_available():
+            raise MotionMatchingError(f"device={device}", "CUDA is not available to torch on this machine; "
+                                      "use device='cpu'")
+        self.torch, self.threads, self.device = torch, threads, torch.device(device)
+        self.frames = CentredFrames(features)
+        self.rows = torch.from_numpy(self.frames.frames).to(self.device)
+        self.norms = torch.from_numpy(self.frames.norms).to(self.device)
+
+    def nearest(self, queries, sources=None):
+        """Indices (m,) int64 of the nearest frame of each query (m, n)."""
+        torch = self.torch
+        queries = _as_queries(queries, self.rows.shape[1])
+        centred, norms = self.frames.centre(queries)
+        step = max(1, TORCH_BLOCK_ELEMENTS // len(self.rows))
+        values = np.full((len(queries), 2), np.inf)
+        ranked = np.zeros(len(queries), np.int64)
+        matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            with torch_threads(self.threads), torch.no_grad():
+                for start in range(0, len(queries), step):
+                    block = torch.from_numpy(centred[start:start + step]).to(self.device)
+                    ranking = torch.addmm(self.norms, block, self.rows.T, alpha=-2.0)  # |x|^2 - 2 q.x
+                    best = torch.topk(ranking, min(2, len(self.rows)), dim=1, largest=False)
+                    values[start:start + step, :best.values.shape[1]] = best.values.cpu().numpy()
+                    ranked[start:start + step] = best.indices[:, 0].cpu().numpy()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+        return settle(self.frames, queries, ranked, values[:, 0], values[:, 1], norms, lambda _: None)
+
+
+BACKENDS = {"cells": CellSearch, "balltree": BallTreeSearch, "faiss-flat": FaissFlatSearch,
+            "torch": TorchBruteSearch}
+DEFAULT_BACKEND = "cells"
 
 
 def make_searcher(features, *, backend=DEFAULT_BACKEND, threads=None, device="cpu"):
-    """Build the exact searcher ``backend`` over ``features`` (F, n) float32."""
+    """Build the exact searcher ``backend`` over ``features`` (F, n) float32.
+
+    Returns an object whose ``nearest(queries (m, n) float32, sources=None)`` gives (m,) int64 frame
+    indices; ``sources`` (m,) int64, the frame each query was made from, only speeds up ``cells``.
+    ``device="cuda"`` selects the torch brute force on the GPU (with the default or ``torch`` backend).
+    """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if str(device) != "cpu":
+        if backend not in (DEFAULT_BACKEND, "torch"):
+            raise ValueError(f"backend {backend!r} runs on the CPU only; use backend='torch' for {device}")
+        return TorchBruteSearch(features, threads=threads, device=device)
+    if backend == "torch":
+        return TorchBruteSearch(features, threads=threads, device=device)
     return BACKENDS[backend](features, threads=threads)

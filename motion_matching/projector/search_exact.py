@@ -1,0 +1,91 @@
+"""Exactness helpers shared by the search backends: float32 error bounds and float64 re-ranking.
+
+Fast backends rank frames by ``|x|^2 - 2 q.x`` computed in float32 on mean-centred data. That value is
+within ``error_bound`` of the true squared distance minus ``|q|^2``, so a candidate whose value beats
+every other frame's by more than twice the bound is the exact nearest frame; otherwise the query is
+"ambiguous" and is settled by ``nearest_float64``, which uses direct differences in float64.
+"""
+import numpy as np
+
+# float32 unit roundoff; the bound is 2 * (n + 4) of them: the worst case of an n-term dot product (n u)
+# plus centring, norms and the final additions, doubled for safety; typical errors are far smaller
+UNIT_ROUNDOFF = 2.0 ** -24
+CHUNK_ELEMENTS = 1 << 22  # float64 elements per distance chunk: 32 MiB
+
+
+class CentredFrames:
+    """Frames ``(F, n)`` centred on their float64 mean, in float32 for ranking and float64 for checking.
+
+    Attributes: ``mean`` (n,) float64, ``frames`` (F, n) float32 centred, ``exact`` (F, n) float64
+    (the original values), ``norms`` (F,) float32 squared norms of the centred rows, ``radius`` float
+    (the largest centred norm).
+    """
+
+    def __init__(self, features):
+        exact = np.ascontiguousarray(features, dtype=np.float64)
+        if exact.ndim != 2 or exact.shape[0] == 0:
+            raise ValueError(f"features must be a non-empty (F, n) array, got shape {exact.shape}")
+        if not np.isfinite(exact).all():
+            raise ValueError("features contain NaN or infinite values")
+        self.exact = exact
+        self.mean = exact.mean(axis=0)
+        self.frames = np.ascontiguousarray(exact - self.mean, dtype=np.float32)
+        norms = np.einsum("ij,ij->i", self.frames.astype(np.float64), self.frames.astype(np.float64))
+        self.norms = norms.astype(np.float32)
+        self.radius = float(np.sqrt(norms.max()))
+
+    def centre(self, queries):
+        """Centred queries (m, n) float32 and their norms (m,) float64."""
+        centred = np.ascontiguousarray(np.asarray(queries, dtype=np.float64) - self.mean, dtype=np.float32)
+        return centred, np.sqrt(np.einsum("ij,ij->i", centred, centred, dtype=np.float64))
+
+    def tolerance(self, query_norms):
+        """Per-query tolerance (m,) float64 on ranking values: two error bounds of ``|x|^2 - 2 q.x``."""
+        units = 2.0 * (self.frames.shape[1] + 4)
+        return 2.0 * units * UNIT_ROUNDOFF * (query_norms + self.radius) ** 2 + 1e-30
+
+    def distances(self, queries, rows):
+        """Squared distances (m, len(rows)) float64 of original queries to frames ``rows``, direct differences."""
+        queries = np.asarray(queries, dtype=np.float64)
+        frames = self.exact[rows]
+        difference = queries[:, None, :] - frames[None, :, :]
+        return np.einsum("ijk,ijk->ij", difference, difference)
+
+    def nearest_float64(self, queries, rows=None):
+        """Exact nearest frame (m,) int64 of each query (m, n) among ``rows`` (all frames if None)."""
+        queries = np.asarray(queries, dtype=np.float64)
+        rows = np.arange(len(self.exact)) if rows is None else np.asarray(rows, dtype=np.int64)
+        result = np.empty(len(queries), np.int64)
+        step = max(1, CHUNK_ELEMENTS // max(1, len(rows) * queries.shape[1]))
+        for start in range(0, len(queries), step):
+            block = queries[start:start + step]
+            result[start:start + step] = rows[self._argmin_rows(block, rows)]
+        return result
+
+    def _argmin_rows(self, queries, rows):
+        """Position in ``rows`` (m,) of each query's nearest frame: direct differences in float64."""
+        best = np.full(len(queries), np.inf)
+        where = np.zeros(len(queries), np.int64)
+        step = max(1, CHUNK_ELEMENTS // max(1, len(queries) * queries.shape[1]))
+        for start in range(0, len(rows), step):
+            values = self.distances(queries, rows[start:start + step])
+            local = values.argmin(axis=1)
+            local_best = values[np.arange(len(queries)), local]
+            better = local_best < best
+            best[better], where[better] = local_best[better], local[better] + start
+        return where
+
+
+def settle(frames, queries, ranked, best, second, query_norms, candidates):
+    """Final indices (m,) int64: ``ranked`` where ``second - best`` exceeds the tolerance, else float64.
+
+    ``best`` and ``second`` (m,) are the smallest and second smallest ranking values seen; ``candidates``
+    is a callable giving, for one query position, the frame rows that may hold its nearest frame (or
+    None for all frames).
+    """
+    result = np.asarray(ranked, dtype=np.int64).copy()
+    ambiguous = np.flatnonzero(second - best <= frames.tolerance(query_norms))
+    for position in ambiguous:
+        rows = candidates(position)
+        result[position] = frames.nearest_float64(queries[position:position + 1], rows)[0]
+    return result

@@ -1,0 +1,150 @@
+"""Every search backend against a float64 brute force, on random and adversarial data."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import random_features
+from motion_matching.errors import MotionMatchingError
+from motion_matching.projector import search, search_cells
+from motion_matching.projector.queries import generate_queries
+
+CPU_BACKENDS = ["cells", "balltree", "faiss-flat", "torch"]
+
+
+def true_distances(features, queries):
+    """Squared distances (m, F) float64 of every query to every frame, by direct differences."""
+    features, queries = np.asarray(features, np.float64), np.asarray(queries, np.float64)
+    rows = [((query - features) ** 2).sum(axis=1) for query in queries]
+    return np.array(rows).reshape(len(queries), len(features))
+
+
+def assert_exact(backend, features, queries, sources=None, **options):
+    """The backend's frames are at the true minimum float64 distance (ties: any tied frame)."""
+    indices = search.make_searcher(features, backend=backend, **options).nearest(queries, sources)
+    assert_nearest(features, queries, indices)
+
+
+def assert_nearest(features, queries, indices):
+    """``indices`` (m,) int64 are at the true minimum float64 distance of each query (ties: any)."""
+    assert indices.dtype == np.int64 and indices.shape == (len(queries),)
+    distances = true_distances(features, queries)
+    found = distances[np.arange(len(queries)), indices]
+    wrong = np.flatnonzero(found > distances.min(axis=1) * (1 + 1e-12))
+    assert len(wrong) == 0, f"{len(wrong)} of {len(queries)} not nearest, e.g. queries {wrong[:5]}"
+
+
+def noisy_queries(features, count=400, seed=7):
+    """The training query stream's first ``count`` queries and sources for ``features``."""
+    return generate_queries(features, seed=seed, start=0, stop=count)
+
+
+def duplicated_frames(seed=0):
+    """1,500 frames drawn with repetition from 300 distinct ones: many exact ties."""
+    distinct = random_features(300, seed=seed)
+    return distinct[np.random.default_rng(seed).integers(0, 300, 1500)]
+
+
+def grid_case(nfeatures=5, seed=0):
+    """Integer frames and half-integer queries: many frames at exactly equal distances."""
+    rng = np.random.default_rng(seed)
+    features = rng.integers(0, 3, (600, nfeatures)).astype(np.float32)
+    queries = (rng.integers(0, 6, (300, nfeatures)) / 2.0).astype(np.float32)
+    return features, queries
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_random_clustered_with_sources(backend):
+    features = random_features(2000)
+    assert_exact(backend, features, *noisy_queries(features))
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_random_clustered_without_sources(backend):
+    features = random_features(2000, seed=3)
+    assert_exact(backend, features, noisy_queries(features)[0])
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_duplicate_frames(backend):
+    features = duplicated_frames()
+    queries, sources = noisy_queries(features)
+    assert_exact(backend, features, np.concatenate([queries, features[:100]]),
+                 np.concatenate([sources, np.arange(100)]))
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_exact_ties(backend):
+    assert_exact(backend, *grid_case())
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_queries_far_outside(backend):
+    features = random_features(2000, seed=4)
+    queries, sources = noisy_queries(features, count=200)
+    assert_exact(backend, features, queries * 300.0 + 5000.0, sources)
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+@pytest.mark.parametrize("nframes", [1, 2, 45])
+def test_tiny_databases(backend, nframes):
+    features = random_features(nframes, seed=5)
+    assert_exact(backend, features, *noisy_queries(features, count=50))
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+@pytest.mark.parametrize("nfeatures", [3, 64])
+def test_other_dimensions(backend, nfeatures):
+    features = random_features(1500, nfeatures=nfeatures, seed=6)
+    assert_exact(backend, features, *noisy_queries(features, count=300))
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_any_frame_as_source_and_two_threads(backend, monkeypatch):
+    monkeypatch.setattr(search_cells, "QUERY_BLOCK", 128)  # several blocks, searched two at a time
+    features = random_features(2000, seed=8)
+    queries, _ = noisy_queries(features, count=700)
+    sources = np.random.default_rng(0).integers(0, len(features), len(queries))
+    assert_exact(backend, features, queries, sources, threads=2)
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_empty_and_single_query(backend):
+    features = random_features(500, seed=9)
+    searcher = search.make_searcher(features, backend=backend)
+    assert searcher.nearest(np.zeros((0, 27), np.float32)).shape == (0,)
+    assert_exact(backend, features, features[7:8] + 0.01)
+
+
+@pytest.mark.parametrize("ncells", [1, 7, 70])
+def test_cells_with_other_cell_counts(ncells):
+    features = random_features(3000, seed=10)
+    queries, sources = noisy_queries(features, count=300)
+    assert_nearest(features, queries, search_cells.CellSearch(features, ncells=ncells).nearest(queries, sources))
+
+
+def test_default_backend_is_cells():
+    assert search.DEFAULT_BACKEND == "cells" and set(CPU_BACKENDS) <= set(search.BACKENDS)
+
+
+def test_unknown_backend_and_bad_shapes_are_refused():
+    features = random_features(100)
+    with pytest.raises(ValueError, match="unknown backend 'kdtree'"):
+        search.make_searcher(features, backend="kdtree")
+    with pytest.raises(ValueError, match=r"queries must have shape \(m, 27\)"):
+        search.make_searcher(features).nearest(np.zeros((3, 5), np.float32))
+    with pytest.raises(ValueError, match="runs on the CPU only"):
+        search.make_searcher(features, backend="balltree", device="cuda")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA; the refusal needs none")
+def test_cuda_refused_without_a_gpu():
+    with pytest.raises(MotionMatchingError, match="CUDA is not available"):
+        search.make_searcher(random_features(100), device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU brute force needs one")
+def test_cuda_brute_force_is_exact():
+    features = random_features(2000)
+    queries, _ = noisy_queries(features)
+    assert_exact("torch", features, queries, device="cuda")
+    assert_exact("torch", *grid_case(), device="cuda")
