@@ -174,3 +174,23 @@ def forward_kinematics_velocities(local_positions, local_velocities, local_rotat
         rot[bone] = mul(rot[parent], lr)
         ang[bone] = mul_vec(rot[parent], la) + ang[parent]
     return tuple(np.stack(values, axis=-2) for values in (pos, vel, rot, ang))
+
+
+def from_xform(matrices):
+    """Unit quaternions (..., 4) with w >= 0 from rotation matrices (..., 3, 3) (columns = rotated axes)."""
+    m = np.asarray(matrices, dtype=np.float64)
+    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    # Four candidate formulas, one per largest component, so no division by a small number.
+    candidates = np.stack([
+        np.stack([1 + m00 + m11 + m22, m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                  m[..., 1, 0] - m[..., 0, 1]], axis=-1),
+        np.stack([m[..., 2, 1] - m[..., 1, 2], 1 + m00 - m11 - m22, m[..., 0, 1] + m[..., 1, 0],
+                  m[..., 0, 2] + m[..., 2, 0]], axis=-1),
+        np.stack([m[..., 0, 2] - m[..., 2, 0], m[..., 0, 1] + m[..., 1, 0], 1 - m00 + m11 - m22,
+                  m[..., 1, 2] + m[..., 2, 1]], axis=-1),
+        np.stack([m[..., 1, 0] - m[..., 0, 1], m[..., 0, 2] + m[..., 2, 0], m[..., 1, 2] + m[..., 2, 1],
+                  1 - m00 - m11 + m22], axis=-1),
+    ], axis=-2)
+    best = np.argmax(np.stack([m00 + m11 + m22, m00, m11, m22], axis=-1), axis=-1)
+    chosen = np.take_along_axis(candidates, best[..., None, None], axis=-2)[..., 0, :]
+    return abs(normalize(chosen))

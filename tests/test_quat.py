@@ -71,3 +71,9 @@ def test_forward_kinematics_velocities_match_finite_differences():
     _, global_velocities, _, _ = quat.forward_kinematics_velocities(
         positions[1], velocities, rotations[1], angular, parents)
     np.testing.assert_allclose(global_velocities, (global_positions[2] - global_positions[0]) / 2e-5, atol=1e-5)
+
+
+def test_from_xform_inverts_to_xform():
+    q = quat.abs(random_quats(200, 9))
+    q[:4] = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]
+    np.testing.assert_allclose(quat.from_xform(quat.to_xform(q)), q, atol=1e-12)
