@@ -109,7 +109,8 @@ BAD_FILES = {
     "missing brace": (delete_line(20), "line 20: hierarchy ends where JOINT, End Site or '}' in joint 'Hips' "
                                        "was expected"),
     "second root": (replace_line(20, "} ROOT Other"),
-                    "line 20: unexpected 'ROOT' after the root joint's closing brace (one ROOT per file, then MOTION)"),
+                    "line 20: unexpected 'ROOT' after the root joint's closing brace "
+                    "(one ROOT per file, then MOTION)"),
     "no hierarchy": (replace_line(1, "HIERARCHIES"),
                      "line 1: expected 'HIERARCHY' (first word of a BVH file), found 'HIERARCHIES'"),
     "no motion": (replace_line(21, "MOTIONS"), "line 26: the file has no MOTION line"),
