@@ -8,7 +8,8 @@ import os
 import numpy as np
 
 from .cache_build import build_cache
-from .cache_format import check_rows, features_sha256, open_validated
+from .cache_format import (DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,  # noqa: F401
+                           check_rows, features_sha256, open_validated)
 from .cache_verify import cache_info, verify_cache
 
 

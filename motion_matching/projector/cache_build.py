@@ -18,7 +18,8 @@ from .. import formats
 from ..errors import CorruptCache, InvalidFile
 from . import queries as query_stream
 from .cache_format import (BUILD_KEYS, DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,
-                           Refusal, check_datasets, features_sha256, open_validated, read_attributes)
+                           Refusal, check_datasets, features_sha256, open_hdf5, open_validated,
+                           read_attributes)
 from .cache_lock import exclusive_lock
 from .search import DEFAULT_BACKEND, make_searcher
 
@@ -89,7 +90,7 @@ def _resume_problem(path, wanted, features):
     can) and how many rows it holds (int)."""
     refusal = Refusal(path, features_path="features.bin")
     try:
-        with h5py.File(path, "r") as handle:
+        with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
             check_datasets(handle, attributes, refusal)
             changed = [key for key in BUILD_KEYS if attributes[key] != wanted[key]]
@@ -106,7 +107,8 @@ def _resume_problem(path, wanted, features):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
     except (OSError, CorruptCache) as error:
-        return f"it cannot be read ({str(error).split('; run:')[0]})", 0
+        reason = error.problem if isinstance(error, CorruptCache) else str(error)
+        return f"it cannot be read ({reason.split('; run:')[0]})", 0
 
 
 def _open_partial(partial, wanted, features):
@@ -171,7 +173,8 @@ def _existing_is_current(out, features_path, wanted, *, force):
         return False
     handle.close()
     if problem is None and (attributes["nqueries"], attributes["seed"]) != (wanted["nqueries"], wanted["seed"]):
-        problem = f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}"
+        problem = (f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not "
+                   f"{wanted['nqueries']:,} of seed {wanted['seed']}")
     if problem is None:
         return True
     if not force:

@@ -1,0 +1,162 @@
+"""build_cache: resumable (stop_after and a real SIGKILL), locked, idempotent, and refusing to overwrite."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from motion_matching import formats
+from motion_matching.errors import CacheLocked, CorruptCache, StaleCache
+from motion_matching.projector import cache, queries
+from motion_matching.projector.cache_lock import exclusive_lock
+from cache_fixtures import (BACKEND, CHUNK, NQUERIES, SEED, assert_same_contents, build, command, copy_of, digest,
+                            make_reference)
+from conftest import random_features
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """(features.bin, cache path) of an uninterrupted reference build."""
+    return make_reference(tmp_path_factory.mktemp("reference"))
+
+
+@pytest.fixture
+def features_path(reference, tmp_path):
+    """A copy of the reference features.bin in a fresh folder."""
+    return copy_of(reference[0], tmp_path, "features.bin")
+
+
+def test_interrupted_build_leaves_only_a_partial_file_and_resumes_to_the_same_cache(reference, features_path):
+    out = features_path.parent / "cache.h5"
+    first = build(features_path, out, stop_after=1)
+    assert (first.status, first.rows_written) == ("interrupted", CHUNK)
+    assert not out.exists() and os.path.exists(f"{out}.partial")
+    second = build(features_path, out)
+    assert (second.status, second.resumed_from, second.rows_written) == ("built", CHUNK, NQUERIES - CHUNK)
+    assert not os.path.exists(f"{out}.partial") and not os.path.exists(f"{out}.lock")
+    assert_same_contents(out, reference[1])
+
+
+def test_progress_reports_each_chunk_starting_from_the_resumed_row(features_path):
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, stop_after=1)
+    calls = []
+    build(features_path, out, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(CHUNK, NQUERIES), (2 * CHUNK, NQUERIES), (NQUERIES, NQUERIES)]
+
+
+def test_partial_build_with_other_arguments_starts_over_and_says_so(features_path, caplog):
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, stop_after=1)
+    caplog.set_level("INFO", logger="motion_matching")
+    result = build(features_path, out, seed=SEED + 1)
+    assert result.resumed_from == 0
+    assert f"{out}.partial: starting over: it was started with other arguments (seed differ)" in caplog.text
+    features = formats.load_features(features_path).features
+    with cache.open_cache(out, features_path=features_path) as reader:
+        assert np.array_equal(reader.read(0, NQUERIES)[0],
+                              queries.generate_queries(features, seed=SEED + 1, start=0, stop=NQUERIES)[0])
+
+
+def test_unreadable_partial_file_starts_over(reference, features_path, caplog):
+    out = features_path.parent / "cache.h5"
+    with open(f"{out}.partial", "wb") as stream:
+        stream.write(b"garbage from a crashed disk")
+    build(features_path, out)
+    assert f"{out}.partial: starting over: it cannot be read (not an HDF5 file)" in caplog.text
+    assert_same_contents(out, reference[1])
+
+
+def test_partial_file_whose_last_chunk_was_tampered_starts_over(reference, features_path, caplog):
+    import h5py
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, stop_after=2)
+    with h5py.File(f"{out}.partial", "r+") as handle:
+        handle["queries"][CHUNK + 5, 0] += 1.0
+    result = build(features_path, out)
+    assert result.resumed_from == 0 and "does not hold the expected queries" in caplog.text
+    assert_same_contents(out, reference[1])
+
+
+def test_up_to_date_cache_is_left_alone(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    before = (digest(out), os.stat(out).st_mtime_ns)
+    result = build(features_path, out, backend="balltree")
+    assert result.status == "up-to-date"
+    assert (digest(out), os.stat(out).st_mtime_ns) == before
+
+
+def test_stale_cache_is_refused_unchanged_without_force_and_rebuilt_with_it(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    before = digest(out)
+    zeros = np.zeros(27, np.float32)
+    formats.save_features(features_path, formats.Features(random_features(1500, seed=5), zeros, zeros + 1))
+    with pytest.raises(StaleCache) as refusal:
+        build(features_path, out)
+    assert str(refusal.value).startswith(f"{out}: stale: built from features with SHA-256 ")
+    assert str(refusal.value).endswith("; not replaced without --force; " + command(out, features_path))
+    assert digest(out) == before
+    assert build(features_path, out, force=True).status == "built"
+    with cache.open_cache(out, features_path=features_path) as reader:
+        assert reader.nframes == 1500
+
+
+def test_other_query_count_is_refused_unchanged(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    before = digest(out)
+    with pytest.raises(StaleCache, match=f"^{out}: holds 20,000 queries of seed 7, not 30,000 of seed 7; "):
+        build(features_path, out, nqueries=30_000)
+    assert digest(out) == before
+
+
+def test_damaged_cache_is_refused_unchanged_without_force(features_path):
+    out = features_path.parent / "cache.h5"
+    out.write_bytes(b"not a cache")
+    with pytest.raises(CorruptCache) as refusal:
+        build(features_path, out)
+    assert str(refusal.value) == (f"{out}: not an HDF5 file; not replaced without --force; "
+                                  + command(out, features_path))
+    assert out.read_bytes() == b"not a cache"
+    assert build(features_path, out, force=True).status == "built"
+
+
+def test_a_held_lock_refuses_a_second_build(features_path):
+    out = features_path.parent / "cache.h5"
+    with exclusive_lock(out):
+        with pytest.raises(CacheLocked, match=f"^{out}: another build-cache is writing this cache "
+                                              f"\\(lock {out}.lock is held by process {os.getpid()}\\)"):
+            build(features_path, out)
+    assert not out.exists() and not os.path.exists(f"{out}.partial")
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    from motion_matching.projector import cache
+
+    def pause_mid_build(done, total):
+        if done == 2 * {chunk}:
+            print(done, flush=True)
+            sys.stdin.readline()  # the parent kills us here, with the lock held and chunk 3 being generated
+
+    cache.build_cache(sys.argv[1], out=sys.argv[2], nqueries={nqueries}, seed={seed}, chunk_rows={chunk},
+                      backend="{backend}", progress=pause_mid_build)
+""").format(chunk=CHUNK, nqueries=NQUERIES, seed=SEED, backend=BACKEND)
+
+
+def test_build_killed_by_sigkill_blocks_others_while_alive_then_resumes_identically(reference, features_path):
+    out = features_path.parent / "cache.h5"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(features_path), str(out)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == str(2 * CHUNK)
+        with pytest.raises(CacheLocked, match=f"held by process {child.pid}"):
+            build(features_path, out)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == -9 and not out.exists()
+    result = build(features_path, out)
+    assert (result.status, result.resumed_from) == ("built", 2 * CHUNK)
+    assert_same_contents(out, reference[1])
