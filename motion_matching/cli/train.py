@@ -1,2 +1,97 @@
-"""Commands: train."""
-from .group import main, reports_errors  # noqa: F401
+"""Commands: train (the toolkit's train_projector.py, online with a BallTree or offline from a cache)."""
+import dataclasses
+import logging
+import sys
+
+import click
+
+from ..progress import format_duration
+from ..projector.config import TrainConfig
+from ..projector.train import TrainingInterrupted, train_projector
+from ..projector.train_objective import HELD_OUT_QUERIES
+from .group import main, reports_errors
+
+FILE = click.Path(dir_okay=False)
+INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
+
+
+def _config_option(field):
+    name = "--" + field.name.replace("_", "-")
+    if isinstance(field.default, bool):
+        return click.option(f"{name}/--no-{name[2:]}", default=field.default, show_default=True,
+                            help=field.metadata["help"])
+    return click.option(name, type=type(field.default), default=field.default, show_default=True,
+                        help=field.metadata["help"])
+
+
+PATH_OPTIONS = [
+    click.option("--features", "features_path", type=FILE, default="features.bin", show_default=True,
+                 help="The toolkit's features.bin."),
+    click.option("--latent", "latent_path", type=FILE, default="latent.bin", show_default=True,
+                 help="The toolkit's latent.bin."),
+    click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
+                 help="The toolkit's database.bin, read for its frame count and clips ('' to skip)."),
+    click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
+                 help="Folder for projector.bin, projector_checkpoint.pt and the plots."),
+    click.option("--offline", "offline_cache", type=FILE, default=None,
+                 help="Train from this exact-neighbour cache (build-cache) instead of BallTree searches."),
+    click.option("--preload", is_flag=True, help="Read the whole cache into memory instead of streaming it."),
+    click.option("--resume", type=FILE, default=None, help="Continue from this projector_checkpoint.pt."),
+    click.option("--plots", is_flag=True, help="Write projector_X.png and projector_Z.png with each projector.bin."),
+    click.option("--tensorboard", type=click.Path(file_okay=False), default=None,
+                 help="Write TensorBoard loss curves into this folder."),
+    click.option("--held-out", "held_out_queries", type=click.IntRange(min=0), default=HELD_OUT_QUERIES,
+                 show_default=True, help="Fresh queries for the final held-out loss (0: skip)."),
+    click.option("--quiet", is_flag=True, help="No progress line, only errors and the final lines."),
+]
+
+
+def training_options(command):
+    """Decorate a click callback with every ``TrainConfig`` field and path option of ``train``."""
+    for option in reversed([_config_option(field) for field in dataclasses.fields(TrainConfig)] + PATH_OPTIONS):
+        command = option(command)
+    return command
+
+
+def _show_progress(report):
+    click.echo(f"\rIter: {report.step:7d} Loss: {report.rolling_loss:5.3f}  lr {report.lr:.3g}  "
+               f"{report.rate:,.1f} it/s  ETA {format_duration(report.eta)} ", nl=False, err=True)
+
+
+def describe_result(result):
+    """The lines (str) that end a run: what was written, the losses and the speed."""
+    held = "" if not result.held_out else f", held-out loss {result.held_out['loss']:.4f}"
+    rate = result.steps / result.seconds if result.seconds > 0 else 0.0
+    return (f"wrote {result.network_path} and {result.checkpoint_path} after {result.steps:,} iterations "
+            f"({result.source}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
+
+
+def run_training(*, quiet, database_path, **options):
+    """Train with parsed options, print the outcome; exit 130 after saving on Ctrl-C."""
+    logging.getLogger("motion_matching").setLevel(logging.WARNING if quiet else logging.INFO)
+    names = {field.name for field in dataclasses.fields(TrainConfig)}
+    try:
+        config = TrainConfig(**{name: options.pop(name) for name in names})
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    try:
+        result = train_projector(config, database_path=database_path or None,
+                                 progress=None if quiet else _show_progress, **options)
+    except TrainingInterrupted as stop:
+        click.echo(f"\ninterrupted; resume with: --resume {stop.result.checkpoint_path}", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    click.echo(("" if quiet else "\n") + describe_result(result))
+
+
+@main.command("train")
+@training_options
+@reports_errors
+def train_command(**options):
+    """Train the projector as the toolkit's train_projector.py does (defaults are its constants).
+
+    Online (default): each batch's nearest frames come from a BallTree. Offline (--offline CACHE):
+    they come from a cache made by build-cache with the same --seed; both give identical networks.
+
+    Example: mm-projector train --features features.bin --latent latent.bin --offline projector_cache.h5
+    """
+    run_training(**options)

@@ -1,0 +1,152 @@
+"""The two sources of training batches: noisy queries and the index of each one's exact nearest frame.
+
+Both cut the same deterministic query stream (``queries.generate_queries``) into consecutive batches:
+batch ``s`` holds queries ``s * batch_size .. (s + 1) * batch_size - 1``. ``OnlineBatches`` searches each
+batch with a BallTree, as the toolkit does; ``OfflineBatches`` reads queries and neighbours from a cache
+built with the same seed, so both give the same batches until the cache runs out. After that the
+offline source goes on with the cache's chunks in a seeded random order (a new order per pass).
+"""
+import math
+import typing
+
+import numpy as np
+import torch
+
+from ..errors import CorruptCache
+from . import queries as query_stream
+from .search import make_searcher
+
+DEFAULT_BLOCK_ROWS = 1 << 17  # rows read from the cache at a time: 14 MiB of queries for 27 features
+
+
+class Batch(typing.NamedTuple):
+    """``queries`` (batch, nfeatures) float32 and ``nearest`` (batch,) int64 frame indices, on the device."""
+
+    queries: torch.Tensor
+    nearest: torch.Tensor
+
+
+class OnlineBatches:
+    """The toolkit's reference path: draw each batch of queries, then search it with a BallTree."""
+
+    def __init__(self, features, *, seed, batch_size, device="cpu", searcher=None):
+        self.features = np.ascontiguousarray(features, dtype=np.float32)
+        self.scale = query_stream.noise_scale(self.features)
+        self.searcher = searcher if searcher is not None else make_searcher(self.features, backend="balltree")
+        self.seed, self.batch_size, self.device = seed, batch_size, torch.device(device)
+        self.position = 0
+        self._start, self._queries = 0, self.features[:0]
+
+    def seek(self, step):
+        """Make the next batch batch number ``step`` (used when resuming)."""
+        self.position = step * self.batch_size
+
+    def _slice(self, start, stop):
+        # the stream is generated a few thousand queries at a time; query i depends only on (seed, i)
+        if start < self._start or stop > self._start + len(self._queries):
+            count = max(stop - start, query_stream.QUERY_BLOCK)
+            self._queries, _ = query_stream.generate_queries(
+                self.features, seed=self.seed, start=start, stop=start + count, scale=self.scale)
+            self._start = start
+        return self._queries[start - self._start:stop - self._start]
+
+    def next(self):
+        """The next ``Batch``; the nearest frames come from one BallTree query of the batch."""
+        Xhat = self._slice(self.position, self.position + self.batch_size)
+        nearest = self.searcher.nearest(Xhat)
+        self.position += self.batch_size
+        return Batch(torch.from_numpy(Xhat).to(self.device), torch.from_numpy(nearest).to(self.device))
+
+
+class _Block(typing.NamedTuple):
+    start: int           # position of the first row in the endless stream of passes
+    stop: int
+    queries: torch.Tensor
+    nearest: torch.Tensor
+
+
+class OfflineBatches:
+    """Batches read from an open cache reader, a large block of rows at a time.
+
+    ``reader`` has ``nqueries``, ``nframes``, ``chunk_rows``, ``seed`` and ``read(start, stop) ->
+    (queries (k, n) float32, nearest (k,) int64)``. Only the current block is held in memory unless
+    ``preload``, which reads the whole cache once. Blocks live on ``device``.
+    """
+
+    def __init__(self, reader, *, batch_size, path, device="cpu", block_rows=DEFAULT_BLOCK_ROWS, preload=False):
+        self.reader, self.path, self.batch_size = reader, str(path), batch_size
+        self.device = torch.device(device)
+        self.nqueries, self.nframes, self.seed = int(reader.nqueries), int(reader.nframes), int(reader.seed)
+        self.chunk_rows = int(reader.chunk_rows)
+        self.nchunks = math.ceil(self.nqueries / self.chunk_rows)
+        self.block_chunks = max(1, block_rows // self.chunk_rows)
+        self.position = 0
+        self._block = _Block(0, 0, None, None)
+        self._orders, self._memory = {}, None
+        if preload:
+            self._memory = self._read_rows(0, self.nqueries)
+
+    def seek(self, step):
+        """Make the next batch batch number ``step`` (used when resuming)."""
+        self.position = step * self.batch_size
+
+    def chunk_order(self, epoch):
+        """Chunk indices (nchunks,) int64 in the order pass ``epoch`` reads them: file order first."""
+        if epoch == 0:
+            return np.arange(self.nchunks)
+        return np.random.default_rng([self.seed, epoch]).permutation(self.nchunks)
+
+    def _layout(self, epoch):
+        # (order, first row of each slot within the pass); the last chunk may be short and land anywhere
+        if epoch not in self._orders:
+            order = self.chunk_order(epoch)
+            lengths = np.minimum(self.chunk_rows, self.nqueries - order * self.chunk_rows)
+            self._orders = {epoch: (order, np.concatenate([[0], np.cumsum(lengths)]))}
+        return self._orders[epoch]
+
+    def _read_rows(self, start, stop):
+        if self._memory is not None:
+            return self._memory[0][start:stop], self._memory[1][start:stop]
+        queries, nearest = self.reader.read(start, stop)
+        nearest = np.asarray(nearest, dtype=np.int64)
+        if nearest.size and (nearest.min() < 0 or nearest.max() >= self.nframes):
+            raise CorruptCache(self.path, f"rows {start}..{stop - 1} hold neighbour indices outside "
+                                          f"0..{self.nframes - 1}; rebuild the cache")
+        queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
+        return queries, torch.from_numpy(nearest).to(self.device)
+
+    def _load_block(self, position):
+        epoch, offset = divmod(position, self.nqueries)
+        order, starts = self._layout(epoch)
+        first = int(np.searchsorted(starts, offset, side="right")) - 1
+        slots = order[first:first + self.block_chunks]
+        runs = []  # merge chunks that follow each other in the file into one read
+        for chunk in slots.tolist():
+            if runs and runs[-1][1] == chunk:
+                runs[-1][1] = chunk + 1
+            else:
+                runs.append([chunk, chunk + 1])
+        parts = [self._read_rows(a * self.chunk_rows, min(b * self.chunk_rows, self.nqueries)) for a, b in runs]
+        queries = parts[0][0] if len(parts) == 1 else torch.cat([part[0] for part in parts])
+        nearest = parts[0][1] if len(parts) == 1 else torch.cat([part[1] for part in parts])
+        start = epoch * self.nqueries + int(starts[first])
+        self._block = _Block(start, start + len(nearest), queries, nearest)
+
+    def next(self):
+        """The next ``Batch``: views of the current block, joined across a block boundary when needed."""
+        position, stop = self.position, self.position + self.batch_size
+        block = self._block
+        if block.start <= position and stop <= block.stop:
+            self.position = stop
+            return Batch(block.queries[position - block.start:stop - block.start],
+                         block.nearest[position - block.start:stop - block.start])
+        pieces = []
+        while self.position < stop:
+            if not self._block.start <= self.position < self._block.stop:
+                self._load_block(self.position)
+            block = self._block
+            take = min(stop, block.stop) - self.position
+            begin = self.position - block.start
+            pieces.append((block.queries[begin:begin + take], block.nearest[begin:begin + take]))
+            self.position += take
+        return Batch(torch.cat([piece[0] for piece in pieces]), torch.cat([piece[1] for piece in pieces]))

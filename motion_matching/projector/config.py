@@ -1,0 +1,61 @@
+"""Every projector training setting, declared once, with the toolkit's values as defaults.
+
+The defaults are those of ``resources/train_projector.py`` in orangeduck/Motion-Matching: seed 1234,
+batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning rate x0.99 every 1,000 iterations,
+500,000 iterations, projector.bin written every 1,000 iterations, one torch thread, losses
+1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
+"""
+import dataclasses
+
+# fields that change the numbers a run computes: a resumed run must keep them
+NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
+                  "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
+                  "threads", "device")
+
+
+def _field(default, help_text):
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of one projector training run (frozen; ``dataclasses.replace`` makes variants)."""
+
+    iterations: int = _field(500_000, "Training iterations (optimiser steps)")
+    batch_size: int = _field(32, "Queries per iteration")
+    lr: float = _field(0.001, "AdamW learning rate")
+    weight_decay: float = _field(0.001, "AdamW weight decay")
+    amsgrad: bool = _field(True, "Use AMSGrad in AdamW")
+    lr_decay: float = _field(0.99, "Learning-rate factor applied every --lr-decay-every iterations")
+    lr_decay_every: int = _field(1000, "Iterations between learning-rate decays (the first follows iteration 0)")
+    seed: int = _field(1234, "Seed of the model initialisation and of the query stream")
+    weight_features: float = _field(1.0, "Weight of the L1 loss on the projected features")
+    weight_latent: float = _field(5.0, "Weight of the L1 loss on the projected latent")
+    weight_distance: float = _field(0.3, "Weight of the L1 loss on query-to-output vs query-to-neighbour distance")
+    hidden: int = _field(512, "Width of each hidden layer")
+    hidden_layers: int = _field(4, "Number of hidden layers")
+    save_every: int = _field(1000, "Iterations between writes of projector.bin (the first follows iteration 0)")
+    checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
+    threads: int = _field(1, "Torch CPU threads (the toolkit uses 1)")
+    device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
+
+    def __post_init__(self):
+        for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
+                     "threads", "hidden", "hidden_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+
+    def to_dict(self):
+        """The resolved settings as a plain dict (stored in every checkpoint)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        """Rebuild a config from ``to_dict`` output, ignoring keys this version does not know."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
+def numeric_differences(old, new):
+    """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str."""
+    return [name for name in NUMERIC_FIELDS if getattr(old, name) != getattr(new, name)]

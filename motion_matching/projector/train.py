@@ -1,0 +1,255 @@
+"""The projector training loop: the toolkit's ``train_projector.py``, resumable and safe to interrupt.
+
+``train_projector`` trains from BallTree searches of the query stream (online, the toolkit's way) or
+from an exact-neighbour cache (``offline_cache``); both see the same batches, so a run gives the same
+parameters bit for bit either way. Like the toolkit, it writes ``projector.bin`` after iteration 0 and
+every ``save_every`` iterations after it, and decays the learning rate on the same schedule. It also
+writes ``projector_checkpoint.pt`` every ``checkpoint_every`` iterations, at the end and on Ctrl-C.
+"""
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import threading
+import time
+
+import torch
+
+from .. import formats
+from ..errors import MotionMatchingError
+from .batches import OfflineBatches, OnlineBatches
+from .checkpoint import save_checkpoint
+from .config import TrainConfig
+from .search import make_searcher
+from .train_inputs import load_inputs, open_cache_reader, restore_checkpoint
+from .model import module_to_network
+from .train_objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
+
+LOG = logging.getLogger(__name__)
+NETWORK_NAME = "projector.bin"
+CHECKPOINT_NAME = "projector_checkpoint.pt"
+PROGRESS_EVERY = 10  # iterations between progress reports, as the toolkit prints
+ROLLING = 0.99       # the toolkit's rolling-loss factor
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """A progress report: ``step`` iterations of ``iterations`` done, losses, rate (it/s), ETA (s)."""
+
+    step: int
+    iterations: int
+    loss: float
+    rolling_loss: float
+    lr: float
+    rate: float
+    eta: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What a run left: file paths, iterations done, final rolling loss, held-out loss dict, loop seconds."""
+
+    network_path: str
+    checkpoint_path: str
+    steps: int
+    final_loss: float
+    held_out: dict
+    seconds: float
+    source: str
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped training; ``result`` names the checkpoint and projector.bin written on the way out."""
+
+    def __init__(self, result):
+        super().__init__(f"interrupted after {result.steps} iterations")
+        self.result = result
+
+
+def _device(name):
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise MotionMatchingError("--device", f"{name} requested but torch sees no CUDA device")
+    return device
+
+
+@contextlib.contextmanager
+def _torch_threads(count):
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class _Run:
+    """The state of one training run and the steps that change it."""
+
+    def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard):
+        self.config, self.inputs, self.progress = config, inputs, progress
+        self.device = _device(config.device)
+        self.module = make_projector(inputs.X, inputs.Z, config, path=inputs.features_path).to(self.device)
+        self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=config.lr, amsgrad=config.amsgrad,
+                                           weight_decay=config.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, gamma=config.lr_decay)
+        self.X = torch.from_numpy(inputs.X).to(self.device)
+        self.Z = torch.from_numpy(inputs.Z).to(self.device)
+        self.network_path = os.path.join(out_dir, NETWORK_NAME)
+        self.checkpoint_path = os.path.join(out_dir, CHECKPOINT_NAME)
+        self.out_dir, self.plots, self.writer = out_dir, plots, None
+        self.tensorboard = tensorboard
+        self.step, self.rolling, self.last_loss = 0, None, float("nan")
+        self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
+        self.seconds = 0.0
+
+    def train_step(self, Xhat, nearest):
+        """One optimiser step on a batch; returns its ``LossTerms``."""
+        Xgnd = self.X.index_select(0, nearest)
+        Zgnd = self.Z.index_select(0, nearest)
+        self.optimizer.zero_grad()
+        terms = projector_losses(self.module, Xhat, Xgnd, Zgnd, self.config)
+        terms.loss.backward()
+        self.optimizer.step()
+        return terms
+
+    def after_step(self, i, terms):
+        loss = terms.loss.item()
+        self.rolling = loss if self.rolling is None else self.rolling * ROLLING + loss * (1 - ROLLING)
+        self.last_loss = loss
+        if self.tensorboard is not None:
+            self.log_tensorboard(i, terms)
+        if i % self.config.save_every == 0:
+            self.write_network()
+            if self.plots:
+                self.write_plots(i)
+        if i % self.config.lr_decay_every == 0:  # the toolkit decays after iteration 0 too
+            self.scheduler.step()
+        self.step = i + 1
+        if self.step % self.config.checkpoint_every == 0:
+            self.write_checkpoint()
+
+    def loop(self, source):
+        """Run iterations ``self.step .. iterations-1``; stops at a step boundary when asked to."""
+        started, first = time.perf_counter(), self.step
+        for i in range(self.step, self.config.iterations):
+            Xhat, nearest = source.next()
+            self.in_step = True
+            self.after_step(i, self.train_step(Xhat, nearest))
+            self.in_step = False
+            self.seconds = time.perf_counter() - started
+            if self.stop_requested:
+                raise KeyboardInterrupt
+            if self.progress is not None and (self.step % PROGRESS_EVERY == 0 or self.step == self.config.iterations):
+                self.progress(self.report(self.step - first))
+
+    def report(self, done):
+        rate = done / self.seconds if self.seconds > 0 else float("nan")
+        return Progress(self.step, self.config.iterations, self.last_loss, self.rolling,
+                        self.optimizer.param_groups[0]["lr"], rate, (self.config.iterations - self.step) / rate)
+
+    def write_network(self):
+        formats.save_network(self.network_path, module_to_network(self.module))
+
+    def write_checkpoint(self):
+        rng = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        save_checkpoint(self.checkpoint_path, model=self.module.state_dict(), optimizer=self.optimizer.state_dict(),
+                        scheduler=self.scheduler.state_dict(), step=self.step, config=self.config.to_dict(),
+                        rng=rng, inputs=self.inputs.hashes, rolling_loss=self.rolling, source=self.source_name)
+        LOG.debug("checkpoint after %d iterations written to %s", self.step, self.checkpoint_path)
+
+    def nearest_searcher(self):
+        if self.searcher is None:
+            self.searcher = make_searcher(self.inputs.X, backend="balltree")
+        return self.searcher
+
+    def write_plots(self, i):
+        from .plots import write_prediction_plots  # matplotlib only when asked for
+        write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
+                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i)
+
+    def log_tensorboard(self, i, terms):
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+            self.writer = SummaryWriter(self.tensorboard)
+        self.writer.add_scalar("projector/loss", terms.loss.item(), i)
+        self.writer.add_scalars("projector/loss_terms", {"xval": terms.xval.item(), "zval": terms.zval.item(),
+                                                         "dist": terms.dist.item()}, i)
+
+    def result(self, held_out=None):
+        return TrainResult(self.network_path, self.checkpoint_path, self.step,
+                           float("nan") if self.rolling is None else self.rolling, held_out, self.seconds,
+                           self.source_name)
+
+
+@contextlib.contextmanager
+def _deferred_interrupts(run):
+    """Turn Ctrl-C into a request honoured at the next step boundary, so no state is half-updated."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def request_stop(signum, frame):
+        run.stop_requested = True
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _open_source(stack, run, config, *, offline_cache, preload):
+    if offline_cache is None:
+        source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
+        run.searcher = source.searcher
+        return source
+    reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
+    run.source_name = "offline"
+    return OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
+                          preload=preload)
+
+
+def _train(run, source):
+    try:
+        run.loop(source)
+    except KeyboardInterrupt:
+        if run.in_step:  # stopped inside a step: the last checkpoint and projector.bin stay the good ones
+            raise
+        run.write_network()
+        run.write_checkpoint()
+        LOG.info("interrupted after %d iterations; checkpoint %s", run.step, run.checkpoint_path)
+        raise TrainingInterrupted(run.result()) from None
+    run.write_network()
+    run.write_checkpoint()
+
+
+def train_projector(config=TrainConfig(), *, features_path, latent_path, database_path=None, offline_cache=None,
+                    out_dir=".", progress=None, resume=None, preload=False, plots=False, tensorboard=None,
+                    held_out_queries=HELD_OUT_QUERIES):
+    """Train the projector; returns a ``TrainResult``. Raises ``TrainingInterrupted`` after saving on Ctrl-C.
+
+    ``progress(Progress)`` is called every 10 iterations and after the last one. ``resume`` names a
+    checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow).
+    ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
+    """
+    inputs = load_inputs(features_path, latent_path, database_path)
+    os.makedirs(out_dir, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_torch_threads(config.threads))
+        run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
+        if resume is not None:
+            restore_checkpoint(run, resume)
+        source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
+        source.seek(run.step)
+        stack.callback(lambda: run.writer is not None and run.writer.close())
+        with _deferred_interrupts(run):
+            _train(run, source)
+        held_out = None
+        if held_out_queries:
+            held_out = held_out_loss(run.module, inputs.X, inputs.Z, nqueries=held_out_queries, config=config,
+                                     searcher=run.nearest_searcher())
+        return run.result(held_out)

@@ -1,0 +1,33 @@
+"""Drop-in for the toolkit's resources/train_projector.py: run it in a folder holding database.bin,
+features.bin and latent.bin to train projector.bin with the toolkit's settings (every one an option).
+
+    python train_projector.py                         # the toolkit's run: BallTree searches, 500,000 iterations
+    python train_projector.py build-cache             # exact neighbours of the query stream, once
+    python train_projector.py --offline projector_cache.h5   # the same run, neighbours read from the cache
+"""
+import logging
+
+import click
+
+from motion_matching.cli.train import run_training, training_options
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@training_options
+@click.pass_context
+def main(context, **options):
+    """Train the Learned Motion Matching projector (no command) or build its neighbour cache."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if context.invoked_subcommand is None:
+        run_training(**options)
+
+
+try:  # build-cache arrives with the cache module; training works without it
+    from motion_matching.cli.cache import build_cache_command
+except ImportError:
+    build_cache_command = None
+if build_cache_command is not None:
+    main.add_command(build_cache_command, "build-cache")
+
+if __name__ == "__main__":
+    main()
