@@ -60,17 +60,18 @@ GROUPS = (("foot_position", 0, 3), ("foot_position", 3, 3), ("foot_velocity", 6,
 def raw_features(database, *, source="<database>"):
     """Unnormalised matching features (F, 27) float64: metres, metres/second and unit directions."""
     _check_database(database, source)
-    arrays = [np.asarray(getattr(database, name), dtype=np.float64) for name in
+    parents = [int(parent) for parent in database.bone_parents]
+    chain = _ancestors((skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS), parents)
+    # Only the bones on the feet's and hips' chains, renumbered, so float64 copies stay small.
+    arrays = [np.asarray(getattr(database, name)[:, chain], dtype=np.float64) for name in
               ("bone_positions", "bone_velocities", "bone_rotations", "bone_angular_velocities")]
-    positions, velocities, rotations, _ = quat.forward_kinematics_velocities(
-        *arrays, [int(parent) for parent in database.bone_parents])
-    sim_position = positions[:, skeleton.SIMULATION]
-    sim_rotation = rotations[:, skeleton.SIMULATION]
-    columns = []
-    for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT):
-        columns.append(quat.inv_mul_vec(sim_rotation, positions[:, bone] - sim_position))
-    for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS):
-        columns.append(quat.inv_mul_vec(sim_rotation, velocities[:, bone]))
+    chain_parents = [chain.index(parents[bone]) if parents[bone] >= 0 else -1 for bone in chain]
+    bones = [chain.index(bone) for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS)]
+    positions, velocities, _, _ = quat.forward_kinematics_velocities(*arrays, chain_parents, bones=bones)
+    sim_position = arrays[0][:, chain.index(skeleton.SIMULATION)]
+    sim_rotation = arrays[2][:, chain.index(skeleton.SIMULATION)]
+    columns = [quat.inv_mul_vec(sim_rotation, positions[:, index] - sim_position) for index in (0, 1)]
+    columns += [quat.inv_mul_vec(sim_rotation, velocities[:, index]) for index in (0, 1, 2)]
     future = [trajectory_indices(database, offset) for offset in TRAJECTORY_FRAMES]
     forward = np.array([0.0, 0.0, 1.0])
     for values in (lambda t: sim_position[t] - sim_position,
@@ -138,6 +139,16 @@ def parse_weights(text):
     weights = FeatureWeights(*values)
     check_weights(weights)
     return weights
+
+
+def _ancestors(bones, parents):
+    """Sorted list of ``bones`` and all their ancestors (parents precede children)."""
+    found = set()
+    for bone in bones:
+        while bone >= 0:
+            found.add(bone)
+            bone = parents[bone]
+    return sorted(found)
 
 
 def _check_database(database, source):

@@ -44,8 +44,8 @@ def mul_vec(q, v):
     v = np.asarray(v)
     axis = q[..., 1:]
     # v + 2w (u x v) + 2 u x (u x v), the usual expansion of q v q*
-    t = 2.0 * np.cross(axis, v)
-    return v + q[..., :1] * t + np.cross(axis, t)
+    t = 2.0 * cross(axis, v)
+    return v + q[..., :1] * t + cross(axis, t)
 
 
 def inv_mul_vec(q, v):
@@ -152,28 +152,42 @@ def forward_kinematics(local_positions, local_rotations, parents):
 
 
 def forward_kinematics_velocities(local_positions, local_velocities, local_rotations,
-                                  local_angular_velocities, parents):
-    """World positions, velocities, rotations and angular velocities of every bone, like the toolkit.
+                                  local_angular_velocities, parents, *, bones=None):
+    """World positions, velocities, rotations and angular velocities of bones, like the toolkit.
 
-    Inputs are local (..., B, 3/4) arrays; returns four arrays of shapes (..., B, 3), (..., B, 3),
-    (..., B, 4) and (..., B, 3) in metres, metres/second, quaternions and radians/second.
+    Inputs are local (..., B, 3/4) arrays; returns four arrays of shapes (..., N, 3), (..., N, 3),
+    (..., N, 4) and (..., N, 3) in metres, metres/second, quaternions and radians/second, for the
+    N bones listed in ``bones`` (default: all B, in order). Only their ancestors are evaluated.
     """
-    nbones = len(parents)
-    pos, vel, rot, ang = ([None] * nbones for _ in range(4))
-    for bone, parent in enumerate(parents):
-        lp = local_positions[..., bone, :]
-        lv = local_velocities[..., bone, :]
-        lr = local_rotations[..., bone, :]
-        la = local_angular_velocities[..., bone, :]
-        if parent < 0:
-            pos[bone], vel[bone], rot[bone], ang[bone] = lp, lv, lr, la
-            continue
-        offset = mul_vec(rot[parent], lp)
-        pos[bone] = offset + pos[parent]
-        vel[bone] = vel[parent] + mul_vec(rot[parent], lv) + np.cross(ang[parent], offset)
-        rot[bone] = mul(rot[parent], lr)
-        ang[bone] = mul_vec(rot[parent], la) + ang[parent]
-    return tuple(np.stack(values, axis=-2) for values in (pos, vel, rot, ang))
+    bones = list(range(len(parents))) if bones is None else list(bones)
+    needed = set()
+    for bone in bones:
+        while bone >= 0 and bone not in needed:
+            needed.add(bone)
+            bone = parents[bone]
+    states = {}
+    for bone in sorted(needed):
+        local = (local_positions[..., bone, :], local_velocities[..., bone, :],
+                 local_rotations[..., bone, :], local_angular_velocities[..., bone, :])
+        parent = parents[bone]
+        states[bone] = local if parent < 0 else _child_state(states[parent], *local)
+    return tuple(np.stack([states[bone][index] for bone in bones], axis=-2) for index in range(4))
+
+
+def _child_state(parent, position, velocity, rotation, angular_velocity):
+    parent_position, parent_velocity, parent_rotation, parent_angular = parent
+    offset = mul_vec(parent_rotation, position)
+    return (offset + parent_position,
+            parent_velocity + mul_vec(parent_rotation, velocity) + cross(parent_angular, offset),
+            mul(parent_rotation, rotation),
+            mul_vec(parent_rotation, angular_velocity) + parent_angular)
+
+
+def cross(a, b):
+    """Cross products of vectors (..., 3); returns (..., 3) (faster than np.cross for small last axes)."""
+    ax, ay, az = a[..., 0], a[..., 1], a[..., 2]
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], axis=-1)
 
 
 def from_xform(matrices):

@@ -1,0 +1,12 @@
+"""The toolkit's script name: write database.bin, features.bin and latent.bin.
+
+``python generate_database.py`` writes a synthetic locomotion database into the current folder;
+``--help`` lists the options (the same as ``mm-projector generate-database``).
+"""
+import logging
+
+from motion_matching.cli.data import generate_database
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    generate_database(prog_name="generate_database.py")
