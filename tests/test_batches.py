@@ -1,0 +1,101 @@
+"""The two batch sources: the online one follows the query stream, the offline one reads a cache in order."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import random_features
+from motion_matching.errors import CorruptCache
+from motion_matching.projector import cache, queries
+from motion_matching.projector.batches import OfflineBatches, OnlineBatches
+from motion_matching.projector.search import make_searcher
+
+
+class MemoryReader:
+    """A cache reader over arrays: row r's query is filled with r, so batches show which rows they hold."""
+
+    def __init__(self, nqueries, *, chunk_rows, nframes=50, seed=7, nearest=None):
+        self.nqueries, self.chunk_rows, self.nframes, self.seed, self.nfeatures = nqueries, chunk_rows, nframes, seed, 3
+        self.queries = np.repeat(np.arange(nqueries, dtype=np.float32)[:, None], 3, axis=1)
+        self.nearest = np.arange(nqueries, dtype=np.int64) % nframes if nearest is None else nearest
+        self.reads = []
+
+    def read(self, start, stop):
+        self.reads.append((start, stop))
+        return self.queries[start:stop].copy(), self.nearest[start:stop].copy()
+
+
+def rows_of(source, nbatches):
+    """Row numbers (nbatches * batch,) int64 the next batches hold, checking queries and nearest agree."""
+    rows = []
+    for _ in range(nbatches):
+        batch = source.next()
+        row = batch.queries[:, 0].to(torch.int64)
+        assert torch.equal(batch.nearest, row % source.nframes)
+        rows.append(row.numpy())
+    return np.concatenate(rows)
+
+
+def test_online_batches_are_slices_of_the_query_stream():
+    features = random_features(600, seed=3)
+    source = OnlineBatches(features, seed=11, batch_size=40)
+    source.seek(101)  # batch 101 starts at query 4,040 and crosses the stream's 4,096-query blocks
+    tree = make_searcher(features, backend="balltree")
+    for step in range(101, 104):
+        batch = source.next()
+        expected, _ = queries.generate_queries(features, seed=11, start=step * 40, stop=(step + 1) * 40)
+        assert np.array_equal(batch.queries.numpy(), expected)
+        assert np.array_equal(batch.nearest.numpy(), tree.nearest(expected))
+
+
+def test_offline_first_pass_reads_the_file_in_order_in_large_blocks():
+    reader = MemoryReader(1050, chunk_rows=100)  # the last chunk is short
+    source = OfflineBatches(reader, batch_size=64, path="c.h5", block_rows=300)
+    assert np.array_equal(rows_of(source, 16), np.arange(1024))
+    assert reader.reads[:4] == [(0, 300), (300, 600), (600, 900), (900, 1050)]
+
+
+def test_offline_later_passes_read_every_row_once_in_a_new_chunk_order():
+    reader = MemoryReader(1050, chunk_rows=100)
+    source = OfflineBatches(reader, batch_size=50, path="c.h5", block_rows=300)
+    passes = rows_of(source, 63).reshape(3, 1050)
+    for rows in passes:
+        assert np.array_equal(np.sort(rows), np.arange(1050))
+    chunks = [rows[np.r_[0:1000:100]] // 100 for rows in passes[1:]]  # first row of each slot
+    assert not np.array_equal(chunks[0], np.arange(10)) and not np.array_equal(chunks[0], chunks[1])
+    for rows in passes:
+        starts = np.flatnonzero(rows % 100 == 0)
+        assert all(np.array_equal(rows[s:s + 50], np.arange(rows[s], rows[s] + 50)) for s in starts)
+
+
+@pytest.mark.parametrize("preload", [False, True])
+def test_offline_seek_gives_the_batches_an_unbroken_run_gives(preload):
+    whole = rows_of(OfflineBatches(MemoryReader(1050, chunk_rows=100), batch_size=48, path="c", block_rows=200), 60)
+    source = OfflineBatches(MemoryReader(1050, chunk_rows=100), batch_size=48, path="c", block_rows=200,
+                            preload=preload)
+    source.seek(37)
+    assert np.array_equal(rows_of(source, 23), whole[37 * 48:])
+
+
+def test_offline_refuses_neighbours_outside_the_frames():
+    nearest = np.zeros(500, np.int64)
+    nearest[321] = 50
+    source = OfflineBatches(MemoryReader(500, chunk_rows=100, nearest=nearest), batch_size=32, path="c.h5",
+                            block_rows=200)
+    for _ in range(6):  # rows 0..191 come from the first, valid block
+        source.next()
+    with pytest.raises(CorruptCache, match=r"^c\.h5: rows 200\.\.399 hold neighbour indices outside 0\.\.49"):
+        source.next()
+
+
+def test_cache_neighbours_equal_the_balltree_ones_except_at_ties(tmp_path, small_files):
+    features_path, _ = small_files
+    cache.build_cache(features_path, out=tmp_path / "c.h5", nqueries=3000, seed=5, chunk_rows=1024)
+    X = random_features(2000)
+    with cache.open_cache(tmp_path / "c.h5", features_path=features_path) as reader:
+        Xhat, nearest = reader.read(0, 3000)
+    assert np.array_equal(Xhat, queries.generate_queries(X, seed=5, start=0, stop=3000)[0])
+    tree = make_searcher(X, backend="balltree").nearest(Xhat)
+    differ = np.flatnonzero(tree != nearest)
+    distance = lambda index: np.linalg.norm(Xhat[differ].astype(np.float64) - X[index[differ]], axis=1)  # noqa: E731
+    assert np.allclose(distance(nearest), distance(tree), rtol=1e-6, atol=1e-6)
+    assert len(differ) <= 3  # ties are rare in continuous data
