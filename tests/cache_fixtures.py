@@ -52,4 +52,5 @@ def assert_same_contents(path, reference):
 
 def command(path, features_path, nqueries=NQUERIES, seed=SEED):
     """The rebuild command that refusals about ``path`` end with."""
-    return f"run: mm-projector build-cache --features {features_path} --out {path} --queries {nqueries} --seed {seed} --force"
+    return (f"run: mm-projector build-cache --features {features_path} --out {path} --queries {nqueries} "
+            f"--seed {seed} --force")

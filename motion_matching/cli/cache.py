@@ -23,10 +23,12 @@ FILE = click.Path(dir_okay=False)
               help="Exact nearest-neighbour search backend.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Search threads (default: all cores).")
 @click.option("--device", default="cpu", show_default=True, help="Search device, for backends that have one.")
+@click.option("--chunk-rows", type=click.IntRange(min=1), default=cache.DEFAULT_CHUNK_ROWS, show_default=True,
+              help="Rows per search call, HDF5 chunk and resume step.")
 @click.option("--force", is_flag=True, help="Replace a cache built from other features or arguments.")
 @click.option("--quiet", is_flag=True, help="No progress bar or notes, only errors and the final line.")
 @reports_errors
-def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, force, quiet):
+def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet):
     """Build the exact-neighbour cache: noisy queries and their nearest frames, in HDF5.
 
     Resumes an interrupted build of the same arguments; does nothing if OUT is already up to date.
@@ -38,7 +40,8 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
     bar = None if quiet else ProgressBar(unit="queries")
     try:
         result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
-                                   threads=threads, device=device, force=force, progress=bar)
+                                   threads=threads, device=device, chunk_rows=chunk_rows, force=force,
+                                   progress=bar)
     finally:
         if bar is not None:
             bar.close()
@@ -101,6 +104,6 @@ def verify_cache_command(cache_path, features_path, sample, seed):
     Example: mm-projector verify-cache projector_cache.h5 --features features.bin --sample 5000
     """
     report = cache.verify_cache(cache_path, features_path=features_path, sample=sample, seed=seed)
-    click.echo(f"{report.path}: OK: {report.nqueries:,} rows of nearest in range; {report.rows_regenerated:,} "
+    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows finite and in range; {report.rows_regenerated:,} "
                f"sampled queries regenerate bit-identically; {report.neighbours_checked:,} sampled neighbours "
                f"match a float64 brute force (worst relative excess {report.worst_excess:.2g})")

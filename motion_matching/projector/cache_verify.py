@@ -20,7 +20,7 @@ class VerifyReport:
 
     path: str
     nqueries: int
-    nearest_scanned: int       # rows of ``nearest`` range-checked (all of them)
+    rows_scanned: int          # rows checked for finite queries and in-range frames (all of them)
     rows_regenerated: int      # sampled rows whose queries regenerate bit-identically
     neighbours_checked: int    # sampled rows whose neighbour matches a float64 brute force
     worst_excess: float        # largest (stored - best) squared distance relative to |q|^2 + |x|^2
@@ -44,13 +44,13 @@ def cache_info(path, *, features_path=None):
     return info
 
 
-def _scan_nearest(handle, attributes, refusal):
-    """Range-check every row of ``nearest``, ``SCAN_ROWS`` at a time; returns the rows scanned (int)."""
+def _scan_rows(handle, attributes, refusal):
+    """Check every row (finite queries, nearest frames in range), ``SCAN_ROWS`` at a time; returns the count."""
     nqueries = attributes["nqueries"]
-    empty = np.zeros((0, attributes["nfeatures"]), np.float32)
     for first in range(0, nqueries, SCAN_ROWS):
-        nearest = handle["nearest"][first:min(first + SCAN_ROWS, nqueries)]
-        check_rows(empty, nearest, first=first, nframes=attributes["nframes"], refusal=refusal)
+        rows = slice(first, min(first + SCAN_ROWS, nqueries))
+        check_rows(handle["queries"][rows], handle["nearest"][rows], first=first, nframes=attributes["nframes"],
+                   refusal=refusal)
     return nqueries
 
 
@@ -92,8 +92,8 @@ def _check_neighbours(rows, queries, nearest, features, refusal, *, batch=256):
 
 
 def verify_cache(path, *, features_path="features.bin", sample=1000, seed=None):
-    """Re-check the cache at ``path``: every structural and freshness check of ``open_cache``, every
-    ``nearest`` row in range, and for ``sample`` random rows (drawn with ``seed``) that the queries
+    """Re-check the cache at ``path``: every structural and freshness check of ``open_cache``, every row
+    (finite queries, nearest frames in range), and for ``sample`` random rows (drawn with ``seed``) that the queries
     regenerate bit-identically and the neighbour is exact against a float64 brute force.
 
     Returns a ``VerifyReport``; raises ``CorruptCache``, ``StaleCache`` or ``MissingFile`` naming the
@@ -102,7 +102,7 @@ def verify_cache(path, *, features_path="features.bin", sample=1000, seed=None):
     handle, attributes, refusal, _ = open_validated(path, features_path=features_path)
     with handle:
         features = formats.load_features(features_path).features
-        scanned = _scan_nearest(handle, attributes, refusal)
+        scanned = _scan_rows(handle, attributes, refusal)
         rng = np.random.default_rng(seed)
         count = min(int(sample), attributes["nqueries"])
         rows = np.sort(rng.choice(attributes["nqueries"], size=count, replace=False)) if count else np.zeros(0, int)
