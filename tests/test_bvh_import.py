@@ -193,10 +193,10 @@ def test_bad_clip_names_file_and_line(clip_text, tmp_path, case):
     assert str(caught.value).startswith(f"{path}: line {line(text)}: {problem}")
 
 
-def test_smooth_motion_survives_export_and_import_within_a_millimetre(tmp_path):
+def test_smooth_motion_survives_export_and_import_within_10_micrometres(tmp_path):
     distances, again = round_trip_errors(smooth_database(), tmp_path)
-    # two cubic resamplings of motion at most 4 rad/s: the error is interpolation error, well under 1 mm
-    assert distances.max() < 1e-3
+    # two cubic resamplings of motion at most 4 rad/s (measured: 2 micrometres), then float32 storage
+    assert distances.max() < 1e-5
     computed = features.compute_features(again).features
     assert np.isfinite(computed).all() and (computed.std(axis=0) > 0.1).all()
 
