@@ -200,6 +200,21 @@ static network network_load(const char *path)
     return nn;
 }
 
+static void network_free(network *nn)
+{
+    uint32_t i;
+    for (i = 0; i < nn->nlayers; i++) {
+        free(nn->weights[i].data);
+        free(nn->biases[i].data);
+    }
+    free(nn->weights);
+    free(nn->biases);
+    free(nn->mean_in.data);
+    free(nn->std_in.data);
+    free(nn->mean_out.data);
+    free(nn->std_out.data);
+}
+
 static void layer_linear(float *restrict out, const float *restrict in, const matrix *weights,
                          const float *restrict bias)
 {
@@ -244,12 +259,13 @@ static int32_t nearest_frame(const matrix *database, const float *query)
     return best;
 }
 
-static matrix load_rows(const char *path, uint32_t width, int whole_file)
+/* An input matrix whose rows must have `width` values; bytes after it are refused. */
+static matrix load_rows(const char *path, uint32_t width, const char *field)
 {
     reader r = reader_open(path);
-    matrix m = reader_matrix(&r, 1, "matrix");
-    if (m.cols != width) fail(path, "rows have %u values, expected %u", m.cols, width);
-    if (whole_file) reader_finish(&r); else fclose(r.file);
+    matrix m = reader_matrix(&r, 1, field);
+    if (m.cols != width) fail(path, "%s rows have %u values, expected %u", field, m.cols, width);
+    reader_finish(&r);
     return m;
 }
 
@@ -296,7 +312,7 @@ static void report_pass(int pass, double seconds, uint32_t queries)
 static void run_eval(const char *network_path, const char *input_path, const char *output_path, int repeats)
 {
     network nn = network_load(network_path);
-    matrix in = load_rows(input_path, nn.mean_in.cols, 1);
+    matrix in = load_rows(input_path, nn.mean_in.cols, "input");
     uint32_t nout = nn.mean_out.cols, q;
     float *out = allocate(output_path, (uint64_t)in.rows * nout * 4);
     float *a = allocate(network_path, (uint64_t)nn.widest * 4), *b = allocate(network_path, (uint64_t)nn.widest * 4);
@@ -311,6 +327,11 @@ static void run_eval(const char *network_path, const char *input_path, const cha
         const uint32_t header[2] = {in.rows, nout};
         write_result(output_path, header, 2, out, (uint64_t)in.rows * nout);
     }
+    free(a);
+    free(b);
+    free(out);
+    free(in.data);
+    network_free(&nn);
 }
 
 static void run_nearest(const char *database_path, const char *query_path, const char *output_path, int repeats)
@@ -324,7 +345,7 @@ static void run_nearest(const char *database_path, const char *query_path, const
     fclose(r.file);
     if (database.rows == 0 || database.cols == 0) fail(database_path, "database is empty");
     if (database.rows > INT32_MAX) fail(database_path, "more than 2^31 - 1 frames");
-    queries = load_rows(query_path, database.cols, 1);
+    queries = load_rows(query_path, database.cols, "queries");
     out = allocate(output_path, (uint64_t)queries.rows * 4 + 4);
     for (pass = 1; pass <= (repeats > 0 ? repeats : 1); pass++) {
         double start = seconds_now();
@@ -332,6 +353,9 @@ static void run_nearest(const char *database_path, const char *query_path, const
         if (repeats > 0) report_pass(pass, seconds_now() - start, queries.rows);
     }
     write_result(output_path, &queries.rows, 1, out, queries.rows);
+    free(out);
+    free(queries.data);
+    free(database.data);
 }
 
 int main(int argc, char **argv)

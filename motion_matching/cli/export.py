@@ -1,2 +1,71 @@
-"""Commands: export."""
-from .group import main, reports_errors  # noqa: F401
+"""Commands: export, evaluate."""
+import click
+
+from ..projector.evaluate import DEFAULT_QUERIES, EVALUATION_SEED, TRAINING_SEED, evaluate_files
+from ..projector.export import EXPORT_FORMATS, export_network
+from ..projector.search import BACKENDS, DEFAULT_BACKEND
+from .group import main, reports_errors
+
+_FILE = click.Path(exists=True, dir_okay=False)
+
+
+@main.command()
+@click.argument("source", type=_FILE)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default="bin", show_default=True,
+              help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside.")
+@click.option("--split", is_flag=True,
+              help="ONNX only: name two outputs, 'features' (the input's width) and 'latent', not one 'output'.")
+@reports_errors
+def export(source, out, format_, split):
+    """Export SOURCE (a training checkpoint or a network .bin) for the runtime or for ONNX.
+
+    Example: mm-projector export runs/projector.pt --out projector.bin
+    """
+    result = export_network(source, out, format=format_, split=split)
+    sizes = " -> ".join(str(size) for size in result["sizes"])
+    click.echo(f"wrote {out}: {result['format']}, {sizes}, {result['bytes']} bytes, "
+               f"outputs {', '.join(result['outputs'])}")
+
+
+@main.command()
+@click.option("--projector", required=True, type=_FILE, help="Checkpoint or network .bin to evaluate.")
+@click.option("--features", required=True, type=_FILE, help="features.bin of the database.")
+@click.option("--latent", required=True, type=_FILE, help="latent.bin of the database.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
+@click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1), help="Held-out queries.")
+@click.option("--seed", default=EVALUATION_SEED, show_default=True, type=int,
+              help=f"Seed of the held-out query stream (training uses {TRAINING_SEED}).")
+@click.option("--backend", default=DEFAULT_BACKEND, show_default=True, type=click.Choice(list(BACKENDS)),
+              help="Exact nearest-neighbour search.")
+@click.option("--threads", type=click.IntRange(min=1), help="Threads for the search.")
+@click.option("--plots/--no-plots", default=True, show_default=True, help="Write projector_X.png and projector_Z.png.")
+@reports_errors
+def evaluate(projector, features, latent, out, queries, seed, backend, threads, plots):
+    """Evaluate a projector on held-out queries: L1 errors, loss terms and match accuracy.
+
+    Example: mm-projector evaluate --projector projector.bin --features features.bin
+    --latent latent.bin --out eval/
+    """
+    report = evaluate_files(projector, features, latent, out, nqueries=queries, seed=seed, backend=backend,
+                            threads=threads, plots=plots)
+    click.echo(format_report(report))
+
+
+def format_report(report):
+    """The lines ``evaluate`` prints for a report from ``evaluate_files``."""
+    losses, match = report["losses"], report["match"]
+    top_k = [key for key in match if key != "top1"][0]
+    lines = [f"{report['queries']} held-out queries (seed {report['seed']}) over {report['nframes']} frames",
+             f"feature L1 {losses['feature_l1']:.4f}  latent L1 {losses['latent_l1']:.4f}  "
+             f"distance L1 {losses['distance_l1']:.4f}",
+             f"loss terms: xval {losses['xval']:.4f}  zval {losses['zval']:.4f}  dist {losses['dist']:.4f}  "
+             f"total {losses['loss']:.4f}",
+             f"match: top-1 {100 * match['top1']:.1f}%  {top_k.replace('top', 'top-')} {100 * match[top_k]:.1f}%"]
+    for row in report["by_noise_level"]:
+        if row["queries"]:
+            lines.append(f"  u {row['u_min']:.2f}-{row['u_max']:.2f}: {row['queries']:6d} queries  "
+                         f"top-1 {100 * row['top1']:5.1f}%  {top_k} {100 * row[top_k]:5.1f}%  "
+                         f"feature L1 {row['feature_l1']:.4f}")
+    lines += [f"wrote {path}" for path in report["files"]]
+    return "\n".join(lines)

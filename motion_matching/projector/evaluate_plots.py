@@ -37,7 +37,8 @@ def _plot_columns(plt, path, series, labels):
         axis.set_ylim(low, high)
         axis.set_ylabel(str(column))
     axes[0, 0].legend(loc="upper right", ncol=len(labels))
-    figure.tight_layout()
+    # tight_layout doubles the time of a 32-panel figure; fixed margins read as well
+    figure.subplots_adjust(left=0.06, right=0.99, top=0.99, bottom=0.01, hspace=0.15)
     with atomic_write(path) as stream:
         figure.savefig(stream, format="png", dpi=60)
     plt.close(figure)
