@@ -185,49 +185,60 @@ def _parse_channels(tokens, name):
 
 
 def _parse_motion(path, lines, motion_at, bvh):
-    rows = [(number + 1, line.split()) for number, line in enumerate(lines) if number > motion_at]
-    rows = [(number, words) for number, words in rows if words]
+    rows = [(number, line) for number, line in enumerate(lines[motion_at + 1:], motion_at + 2) if line.strip()]
     last_line = len(lines)
     header = [("Frames:",), ("Frame", "Time:")]
     values = []
     for index, words in enumerate(header):
         if len(rows) <= index:
             raise BvhError(path, f"line {last_line}: the file ends before '{' '.join(words)}'")
-        number, found = rows[index]
+        number, found = rows[index][0], rows[index][1].split()
         if tuple(found[:len(words)]) != words or len(found) != len(words) + 1:
             raise BvhError(path, f"line {number}: expected '{' '.join(words)} <value>', found '{' '.join(found)}'")
         values.append(_number(path, number, found[-1], " ".join(words)))
     nframes, frame_time = values
     if nframes < 0 or nframes != int(nframes):
-        raise BvhError(path, f"line {rows[0][0]}: frame count {rows[0][1][-1]} is not a whole number")
+        raise BvhError(path, f"line {rows[0][0]}: frame count {rows[0][1].split()[-1]} is not a whole number")
     if frame_time <= 0:
         raise BvhError(path, f"line {rows[1][0]}: frame time {frame_time} must be positive")
     bvh.frame_time = frame_time
     bvh.lines["frame_time"] = rows[1][0]
-    bvh.motion = _parse_frames(path, rows[2:], int(nframes), bvh, last_line=last_line)
+    nchannels = sum(len(channels) for channels in bvh.channels)
+    bvh.motion = _parse_frames(path, rows[2:], (int(nframes), nchannels), last_line=last_line)
     bvh.lines["frames"] = [number for number, _ in rows[2:]]
 
 
-def _parse_frames(path, rows, nframes, bvh, *, last_line):
-    """Motion values (nframes, C) float64 from ``rows`` [(line, words)]."""
-    nchannels = sum(len(channels) for channels in bvh.channels)
+def _parse_frames(path, rows, shape, *, last_line):
+    """Motion values ``shape`` = (frames, channels) float64 from ``rows`` [(line number, text)].
+
+    numpy's C text parser reads well-formed blocks; anything it refuses or misreads is parsed again
+    line by line to name the first bad line.
+    """
+    motion = None
+    if rows and shape[1] > 0:
+        try:
+            motion = np.loadtxt([text for _, text in rows], dtype=np.float64, comments=None, ndmin=2)
+        except ValueError:
+            motion = None
+    if motion is not None and motion.shape == shape and np.isfinite(motion).all():
+        return motion
+    return _parse_frames_checked(path, rows, shape, last_line=last_line)
+
+
+def _parse_frames_checked(path, rows, shape, *, last_line):
+    nframes, nchannels = shape
     if len(rows) < nframes:
         raise BvhError(path, f"line {last_line}: motion block is truncated: 'Frames: {nframes}' "
                              f"but the file ends after {len(rows)} frames")
     if len(rows) > nframes:
         raise BvhError(path, f"line {rows[nframes][0]}: more frame lines than 'Frames: {nframes}' announces")
-    motion = np.empty((nframes, nchannels))
-    for frame, (number, words) in enumerate(rows):
+    motion = np.empty(shape)
+    for frame, (number, text) in enumerate(rows):
+        words = text.split()
         if len(words) != nchannels:
             raise BvhError(path, f"line {number}: frame {frame} has {len(words)} values, "
                                  f"the hierarchy declares {nchannels} channels")
-        try:
-            motion[frame] = np.array(words, dtype=np.float64)
-        except ValueError:
-            motion[frame] = [_number(path, number, word, f"frame {frame}") for word in words]
-        if not np.isfinite(motion[frame]).all():
-            bad = next(word for word, value in zip(words, motion[frame]) if not np.isfinite(value))
-            raise BvhError(path, f"line {number}: '{bad}' is not a finite number (frame {frame})")
+        motion[frame] = [_number(path, number, word, f"frame {frame}") for word in words]
     return motion
 
 
@@ -246,8 +257,8 @@ def write_bvh(path, bvh, *, decimals=6):
     if order != list(range(len(bvh.names))):
         raise ValueError("joints are not in depth-first order: the motion columns would not match")
     text += ["MOTION", f"Frames: {bvh.nframes}", f"Frame Time: {bvh.frame_time:.{max(decimals, 6)}f}"]
-    number = f"{{:.{decimals}f}}"
-    text += [" ".join(number.format(value) for value in row) for row in bvh.motion.tolist()]
+    row_format = " ".join([f"%.{decimals}f"] * bvh.motion.shape[1])
+    text += [row_format % tuple(row) for row in bvh.motion.tolist()]
     with atomic_write(path, "w") as stream:
         stream.write("\n".join(text) + "\n")
 
