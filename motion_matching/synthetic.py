@@ -18,14 +18,15 @@ CLIP_FRAMES = 3_000
 MIN_FRAMES = 240
 SMOOTHING_SECONDS = 0.3
 
-# (name, probability, speed range m/s, turn-rate spread rad/s, facing offsets relative to the path)
+# (name, copies per shuffled deck, speed range m/s, turn-rate spread rad/s, facing offsets from the path)
 BEHAVIOURS = (
-    ("idle", 0.12, (0.0, 0.0), 0.6, (0.0,)),
-    ("walk", 0.38, (1.1, 1.9), 0.9, (0.0,)),
-    ("run", 0.25, (3.3, 4.7), 0.45, (0.0,)),
-    ("strafe", 0.12, (0.7, 1.4), 0.3, (np.pi / 2, -np.pi / 2, np.pi)),
-    ("sharp_turn", 0.13, (0.8, 2.5), 2.8, (0.0,)),
+    ("idle", 1, (0.0, 0.0), 0.6, (0.0,)),
+    ("walk", 3, (1.1, 1.9), 0.9, (0.0,)),
+    ("run", 2, (3.3, 4.7), 0.45, (0.0,)),
+    ("strafe", 1, (0.7, 1.4), 0.3, (np.pi / 2, -np.pi / 2, np.pi)),
+    ("sharp_turn", 1, (0.8, 2.5), 2.8, (0.0,)),
 )
+"""Segments are dealt from shuffled decks, so every clip of a dozen seconds or more holds each behaviour."""
 
 
 def generate_synthetic_database(*, seed=0, nframes=DEFAULT_FRAMES, fps=FPS):
@@ -73,13 +74,18 @@ def simulation_path(rng, nframes, *, fps=FPS):
 
 def _behaviour_targets(rng, nframes, fps):
     """Piecewise-constant target speed, turn rate and facing offset, one (F,) array each."""
-    probabilities = np.array([behaviour[1] for behaviour in BEHAVIOURS])
+    deck = [index for index, behaviour in enumerate(BEHAVIOURS) for _ in range(behaviour[1])]
+    dealt = []
     targets = np.zeros((3, nframes))
     frame = 0
     while frame < nframes:
-        _, _, (low, high), spread, offsets = BEHAVIOURS[rng.choice(len(BEHAVIOURS), p=probabilities)]
+        if not dealt:
+            dealt = list(rng.permutation(deck))
+        _, _, (low, high), spread, offsets = BEHAVIOURS[dealt.pop()]
         length = int(rng.uniform(0.8, 3.5) * fps)
-        if spread > 2.0:
+        if high == 0.0:  # idle long enough to settle after the smoothing
+            length = int(rng.uniform(1.5, 4.0) * fps)
+        elif spread > 2.0:
             length = int(rng.uniform(0.4, 0.8) * fps)
         turn = rng.choice([-1.0, 1.0]) * spread * (1.0 if spread > 2.0 else abs(rng.standard_normal()))
         targets[:, frame:frame + length] = [[rng.uniform(low, high)], [turn], [offsets[rng.integers(len(offsets))]]]

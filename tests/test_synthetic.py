@@ -1,8 +1,10 @@
-"""Database building from clips (ranges, mirroring, velocities, contacts)."""
+"""Database building from clips, and the synthetic locomotion database's properties."""
+import pathlib
+
 import numpy as np
 import pytest
 
-from motion_matching import database_build, quat, skeleton
+from motion_matching import database_build, features, formats, generate, quat, skeleton, synthetic
 from motion_matching.errors import InvalidFile
 
 NBONES = len(skeleton.BONE_NAMES)
@@ -62,3 +64,89 @@ def test_bad_clips_raise_invalid_file_naming_the_clip():
     positions[3, 2, 1] = np.nan
     with pytest.raises(InvalidFile, match="NaN"):
         database_build.build_database([(positions, rotations)])
+
+
+# --- the synthetic locomotion database --------------------------------------------------------
+
+SMALL_FRAMES = 4000
+
+
+@pytest.fixture(scope="module")
+def small():
+    """(database, raw features, normalised features) of a small synthetic database."""
+    database = synthetic.generate_synthetic_database(seed=3, nframes=SMALL_FRAMES)
+    return database, features.raw_features(database), features.compute_features(database)
+
+
+def test_synthetic_database_is_valid_and_mirrored(small):
+    database, _, _ = small
+    formats.validate_database(database, "<synthetic>")
+    assert database.nframes == SMALL_FRAMES and database.nbones == NBONES
+    nranges = len(database.range_starts)
+    assert nranges >= 4 and nranges % 2 == 0
+    lengths = database.range_stops - database.range_starts
+    np.testing.assert_array_equal(lengths[: nranges // 2], lengths[nranges // 2:])
+
+
+def test_every_feature_column_varies(small):
+    _, _, normalised = small
+    stds = normalised.features.std(axis=0)
+    assert (stds > 0.1).all(), dict(zip(features.FEATURE_NAMES, stds.round(3)))
+
+
+def walking(raw):
+    return (raw[:, 14] > 1.1) & (raw[:, 14] < 1.9)
+
+
+def test_contacts_alternate_while_walking(small):
+    database, raw, _ = small
+    contacts = database.contact_states.astype(bool)
+    walk = walking(raw)
+    assert walk.sum() > 300
+    left, right = contacts[walk, 0], contacts[walk, 1]
+    assert 0.4 < left.mean() < 0.75 and 0.4 < right.mean() < 0.75
+    assert (left & ~right).mean() > 0.15 and (right & ~left).mean() > 0.15
+    onsets = np.count_nonzero(np.diff(contacts[:, 0].astype(np.int8)) == 1)
+    assert onsets > SMALL_FRAMES / 60 * 0.4, "too few left-toe plants for a walking and running database"
+
+
+def test_planted_toes_stand_still(small):
+    database, _, _ = small
+    world, _ = quat.forward_kinematics(database.bone_positions.astype(np.float64),
+                                       database.bone_rotations.astype(np.float64), skeleton.BONE_PARENTS)
+    toes = world[:, list(skeleton.CONTACT_BONES)]
+    speed = np.linalg.norm(np.diff(toes, axis=0), axis=-1) * 60
+    assert np.median(speed[database.contact_states[1:].astype(bool)]) < 0.05
+    assert toes[..., 1].min() > -0.01, "toes go through the floor"
+
+
+def test_trajectory_features_turn_both_ways(small):
+    _, raw, _ = small
+    direction_x = raw[:, features.FEATURE_NAMES.index("trajectory_direction_60_x")]
+    position_x = raw[:, features.FEATURE_NAMES.index("trajectory_position_60_x")]
+    assert direction_x.min() < -0.5 and direction_x.max() > 0.5
+    assert position_x.min() < -0.5 and position_x.max() > 0.5
+
+
+def test_walking_and_running_separate_in_hip_velocity(small):
+    database, raw, _ = small
+    path_speed = np.linalg.norm(database.bone_velocities[:, 0], axis=1)
+    hip_speed = np.linalg.norm(raw[:, 12:15], axis=1)
+    walk, run, idle = (path_speed > 1.1) & (path_speed < 1.9), path_speed > 3.3, path_speed < 0.05
+    assert walk.mean() > 0.1 and run.mean() > 0.05 and idle.mean() > 0.01
+    assert np.percentile(hip_speed[walk], 99) < np.percentile(hip_speed[run], 1)
+    assert np.percentile(hip_speed[idle], 99) < np.percentile(hip_speed[walk], 1)
+
+
+def test_same_seed_same_bytes_and_other_seed_differs(tmp_path):
+    first = generate.write_toolkit_files(tmp_path / "a", synthetic.generate_synthetic_database(seed=5, nframes=600))
+    second = generate.write_toolkit_files(tmp_path / "b", synthetic.generate_synthetic_database(seed=5, nframes=600))
+    third = generate.write_toolkit_files(tmp_path / "c", synthetic.generate_synthetic_database(seed=6, nframes=600))
+    for name in ("database", "features", "latent"):
+        assert pathlib.Path(first[name]).read_bytes() == pathlib.Path(second[name]).read_bytes(), name
+        assert pathlib.Path(first[name]).read_bytes() != pathlib.Path(third[name]).read_bytes(), name
+
+
+def test_too_few_frames_is_refused():
+    with pytest.raises(ValueError, match="at least 240 frames"):
+        synthetic.generate_synthetic_database(nframes=100)
