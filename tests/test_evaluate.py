@@ -1,0 +1,113 @@
+"""Projector evaluation: loss terms, match accuracy (with ties), noise-level bins, report and plots."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
+from motion_matching import formats
+from motion_matching.errors import MismatchedFiles
+from motion_matching.projector import evaluate
+from motion_matching.projector.model import network_to_module
+from motion_matching.projector.queries import generate_queries
+
+
+def pass_through_network(nfeatures=27, nlatent=32):
+    """A network whose features output is exactly its input (relu(x) - relu(-x)) and whose latent is 0."""
+    eye = np.eye(nfeatures, dtype=np.float32)
+    first = np.hstack([eye, -eye])
+    second = np.zeros((2 * nfeatures, nfeatures + nlatent), np.float32)
+    second[:, :nfeatures] = np.vstack([eye, -eye])
+    zeros_in, zeros_out = np.zeros(nfeatures, np.float32), np.zeros(nfeatures + nlatent, np.float32)
+    layers = [(first, np.zeros(2 * nfeatures, np.float32)), (second, zeros_out)]
+    return formats.Network(zeros_in, zeros_in + 1, zeros_out, zeros_out + 1, layers)
+
+
+def brute_force_nearest(frames, queries):
+    """Index of the nearest frame of each query, in float64 (|q|^2 - 2 q.x + |x|^2: no (m, F, n) array)."""
+    frames, queries = frames.astype(np.float64), queries.astype(np.float64)
+    return (np.square(frames).sum(1)[None] - 2 * queries @ frames.T).argmin(1)
+
+
+def test_a_projector_returning_the_query_matches_every_query():
+    features = random_features(600, seed=2)
+    latent = np.random.default_rng(2).normal(size=(600, 32)).astype(np.float32)
+    module = network_to_module(pass_through_network()).eval()
+    report, arrays = evaluate.evaluate_projector(module, features, latent, nqueries=1500, seed=9)
+    queries, _ = generate_queries(features, seed=9, start=0, stop=1500)
+    truth = brute_force_nearest(features, queries)
+    np.testing.assert_array_equal(arrays["Xtil"], queries)
+    assert report["match"] == {"top1": 1.0, "top5": 1.0}
+    losses = report["losses"]
+    assert losses["feature_l1"] == pytest.approx(np.abs(features[truth] - queries).mean(), rel=1e-6)
+    assert losses["latent_l1"] == pytest.approx(np.abs(latent[truth]).mean(), rel=1e-6)
+    assert losses["dist"] == pytest.approx(0.3 * np.linalg.norm(queries - features[truth], axis=1).mean(), rel=1e-6)
+    assert losses["loss"] == pytest.approx(losses["feature_l1"] + 5 * losses["latent_l1"] + losses["dist"])
+    assert [row["queries"] for row in report["by_noise_level"]] == [
+        int(((arrays["levels"] >= low) & (arrays["levels"] < high)).sum())
+        for low, high in [(0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01)]]
+
+
+def test_match_counts_ties_and_top_k():
+    features = np.array([[0, 0], [0, 0], [1, 0], [2, 0], [3, 0], [4, 0], [5, 0]], np.float32)  # 0 and 1 tie
+    outputs = np.array([[0, 0], [0, 0], [3.1, 0], [0.9, 0]], np.float32)
+    truth = np.array([1, 0, 2, 5])
+    top1, top5 = evaluate.match_flags(features, outputs, truth)
+    assert top1.tolist() == [True, True, False, False]
+    # for [3.1, 0] frame 2 is 3rd nearest (top-5); for [0.9, 0] frame 5 is 6th (its 5th nearest is at 3.1)
+    assert top5.tolist() == [True, True, True, False]
+
+
+def test_loss_terms_follow_the_training_weights():
+    Xhat = np.array([[3.0, 4.0]], np.float32)
+    Xgnd, Xtil = np.zeros((1, 2), np.float32), np.array([[0.0, 1.0]], np.float32)
+    Zgnd, Ztil = np.ones((1, 3), np.float32), np.array([[1.0, 2.0, 4.0]], np.float32)
+    terms = evaluate.loss_terms(Xhat, Xgnd, Zgnd, Xtil, Ztil)
+    # |Dgnd - Dtil| = |5 - sqrt(9 + 9)|
+    assert terms == pytest.approx({"feature_l1": 0.5, "latent_l1": 4 / 3, "distance_l1": 5 - 18 ** 0.5,
+                                   "xval": 0.5, "zval": 20 / 3, "dist": 0.3 * (5 - 18 ** 0.5),
+                                   "loss": 0.5 + 20 / 3 + 0.3 * (5 - 18 ** 0.5)})
+
+
+def test_default_queries_are_held_out_from_training():
+    features = random_features(300)
+    held_out, _ = generate_queries(features, seed=evaluate.EVALUATION_SEED, start=0, stop=100)
+    trained, _ = generate_queries(features, seed=evaluate.TRAINING_SEED, start=0, stop=100)
+    assert evaluate.EVALUATION_SEED != evaluate.TRAINING_SEED
+    assert not np.isclose(held_out[:, None, :], trained[None], atol=1e-6).all(-1).any()
+
+
+def test_toolkit_projector_evaluates_on_small_random_data(tmp_path):
+    features_path, latent_path = write_small_toolkit_files(tmp_path)
+    report = evaluate.evaluate_files(TOOLKIT_NETWORKS / "projector.bin", features_path, latent_path,
+                                     tmp_path / "eval", nqueries=2000, plots=False)
+    assert json.loads((tmp_path / "eval" / "evaluation.json").read_text()) == json.loads(json.dumps(report))
+    assert 0 <= report["match"]["top1"] <= report["match"]["top5"] <= 1
+    assert all(np.isfinite(value) for value in report["losses"].values())
+    assert sum(row["queries"] for row in report["by_noise_level"]) == 2000
+    assert report["files"] == [str(tmp_path / "eval" / "evaluation.json")]
+    assert report["inputs"]["projector"]["sha256"] == __import__("hashlib").sha256(
+        (TOOLKIT_NETWORKS / "projector.bin").read_bytes()).hexdigest()
+
+
+def test_projector_must_fit_the_data(tmp_path):
+    features_path, latent_path = write_small_toolkit_files(tmp_path, nframes=200, nlatent=16)
+    with pytest.raises(MismatchedFiles, match=r"projector.bin: maps 27 -> 59 values but the data need 27 -> 27 \+ 16"):
+        evaluate.evaluate_files(TOOLKIT_NETWORKS / "projector.bin", features_path, latent_path, tmp_path / "eval")
+    assert not (tmp_path / "eval").exists()
+
+
+def test_plots_have_one_panel_per_column(tmp_path):
+    pytest.importorskip("matplotlib", reason="plots need the optional [plot] extra (matplotlib)")
+    from motion_matching.projector.evaluate_plots import plot_predictions
+    rng = np.random.default_rng(0)
+    arrays = {name: rng.normal(size=(300, width)).astype(np.float32)
+              for name, width in (("Xhat", 3), ("Xgnd", 3), ("Xtil", 3), ("Zgnd", 5), ("Ztil", 5))}
+    written = plot_predictions(arrays, tmp_path)
+    assert written == [str(tmp_path / "projector_X.png"), str(tmp_path / "projector_Z.png")]
+    heights = []
+    for path in written:
+        png = open(path, "rb").read()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        heights.append(int.from_bytes(png[20:24], "big"))  # IHDR height in pixels
+    assert heights == [round(1.2 * 3 * 60), round(1.2 * 5 * 60)]  # 1.2 inch panels at 60 dpi
