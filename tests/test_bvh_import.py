@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from scipy.interpolate import griddata
+from scipy.signal import savgol_filter
 
 from conftest import shared_fixture
 from motion_matching import bvh, bvh_export, bvh_import, database_build, features, formats, quat, skeleton
@@ -120,6 +121,18 @@ def test_simulation_bone_is_spine2_on_the_ground_facing_hips_forward(clip_text, 
     np.testing.assert_allclose(speed, 0.4 * 59 / 106 * 60, rtol=1e-9)
 
 
+def test_simulation_bone_uses_the_toolkits_filters(clip_text, tmp_path):
+    positions, rotations = bvh_import.clip_from_bvh(bvh.read_bvh(write(tmp_path, clip_text)), path="clip.bvh")
+    world_positions, world_rotations = quat.forward_kinematics(positions, rotations, skeleton.BONE_PARENTS)
+    # generate_database.py: savgol_filter(..., 31, 3) on the position, (..., 61, 3) on the direction
+    expected = savgol_filter(world_positions[:, skeleton.SPINE2] * [1, 0, 1], 31, 3, axis=0, mode="interp")
+    np.testing.assert_allclose(positions[:, 0], expected, atol=1e-9)
+    forward = quat.mul_vec(world_rotations[:, skeleton.HIPS], np.array([0.0, 1.0, 0.0])) * [1, 0, 1]
+    forward = savgol_filter(forward / np.linalg.norm(forward, axis=-1, keepdims=True), 61, 3, axis=0, mode="interp")
+    forward /= np.linalg.norm(forward, axis=-1, keepdims=True)
+    np.testing.assert_allclose(quat.mul_vec(rotations[:, 0], np.array([0.0, 0.0, 1.0])), forward, atol=1e-9)
+
+
 def test_windows_select_source_frames(clip_text, tmp_path):
     path = write(tmp_path, clip_text)
     whole = bvh_import.database_from_bvh_files([path])
@@ -231,3 +244,21 @@ def test_export_writes_chosen_ranges_and_refuses_other_skeletons(tmp_path):
     database.bone_parents[5] = 3
     with pytest.raises(InvalidFile, match="BVH export needs the toolkit's 23-bone skeleton"):
         bvh_export.write_database_bvh(database, tmp_path / "other")
+
+
+def test_vertical_hips_forward_axis_names_the_frame_line(clip_text, tmp_path):
+    parsed = bvh.read_bvh(write(tmp_path, clip_text))
+    parsed.motion[:, 3:6] = 0.0  # Hips unrotated: their forward (+Y) axis points straight up
+    bvh.write_bvh(tmp_path / "upright.bvh", parsed)
+    with pytest.raises(BvhError) as caught:
+        bvh_import.database_from_bvh_files([tmp_path / "upright.bvh"])
+    first = line_of(clip_text, "Frame Time") + 1
+    assert str(caught.value) == (f"{tmp_path / 'upright.bvh'}: line {first}: the Hips forward (local +Y) axis is "
+                                 "vertical, so the clip has no facing direction for the simulation bone")
+
+
+def test_export_refuses_ranges_too_short_to_import(tmp_path):
+    database = database_build.build_database([smooth_clip(5)], mirror=False)
+    with pytest.raises(InvalidFile, match="range 0 has 5 frames; BVH export needs at least 6"):
+        bvh_export.write_database_bvh(database, tmp_path)
+    assert list(tmp_path.iterdir()) == []
