@@ -78,7 +78,9 @@ def run_training(*, quiet, database_path, **options):
         result = train_projector(config, database_path=database_path or None,
                                  progress=None if quiet else _show_progress, **options)
     except TrainingInterrupted as stop:
-        click.echo(f"\ninterrupted; resume with: --resume {stop.result.checkpoint_path}", err=True)
+        done = stop.result
+        click.echo(f"{'' if quiet else chr(10)}interrupted after {done.steps:,} iterations; wrote {done.network_path} "
+                   f"and {done.checkpoint_path}; continue with --resume {done.checkpoint_path}", err=True)
         sys.exit(INTERRUPTED_EXIT)
     click.echo(("" if quiet else "\n") + describe_result(result))
 

@@ -1,0 +1,81 @@
+"""``mm-projector train`` and ``python train_projector.py``: options, outputs, exact error lines."""
+import dataclasses
+import os
+
+import pytest
+from click.testing import CliRunner
+
+import train_projector
+from motion_matching.cli import main
+from motion_matching.cli import train as train_cli
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.train import TrainResult, TrainingInterrupted
+
+QUICK = ["--iterations", "12", "--hidden", "16", "--hidden-layers", "1", "--held-out", "0", "--quiet"]
+
+
+@pytest.fixture
+def in_files(tmp_path, small_files, monkeypatch):
+    """Run in the folder holding features.bin and latent.bin (no database.bin)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("command", [[main, ["train", "--help"]], [train_projector.main, ["--help"]]])
+def test_every_setting_is_an_option_with_its_default(command):
+    group, arguments = command
+    result = CliRunner().invoke(group, arguments)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for field in dataclasses.fields(TrainConfig):
+        assert "--" + field.name.replace("_", "-") in text
+    for option in ("--features", "--latent", "--database", "--out", "--offline", "--resume", "--plots",
+                   "--tensorboard", "--preload"):
+        assert option in text
+    assert "[default: 500000]" in text and "[default: 1234]" in text
+
+
+def test_train_command_trains_and_reports(in_files):
+    result = CliRunner().invoke(main, ["train", "--database", "", "--out", "out"] + QUICK)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("wrote out/projector.bin and out/projector_checkpoint.pt after 12 iterations "
+                                    "(online): rolling loss ")
+    assert os.path.isfile(in_files / "out" / "projector.bin")
+
+
+def test_script_without_a_command_trains_in_the_current_folder(in_files):
+    result = CliRunner().invoke(train_projector.main, ["--database", ""] + QUICK)
+    assert result.exit_code == 0, result.output
+    assert os.path.isfile(in_files / "projector.bin") and os.path.isfile(in_files / "projector_checkpoint.pt")
+
+
+def test_script_offers_build_cache_and_trains_from_it(in_files):
+    runner = CliRunner()
+    built = runner.invoke(train_projector.main, ["build-cache", "--queries", "400", "--backend", "balltree",
+                                                 "--quiet"])
+    assert built.exit_code == 0, built.output
+    result = runner.invoke(train_projector.main, ["--database", "", "--offline", "projector_cache.h5"] + QUICK)
+    assert result.exit_code == 0, result.output
+    assert "(offline)" in result.output
+
+
+def test_missing_database_is_one_error_line(in_files):
+    result = CliRunner().invoke(main, ["train"] + QUICK)
+    assert result.exit_code == 1
+    assert result.output == "Error: database.bin: no such file\n"
+
+
+def test_stale_settings_are_a_usage_error(in_files):
+    result = CliRunner().invoke(main, ["train", "--database", "", "--iterations", "0"])
+    assert result.exit_code == 2
+    assert result.output.endswith("Error: iterations must be at least 1, not 0\n")
+
+
+def test_ctrl_c_exits_130_naming_the_checkpoint(in_files, monkeypatch):
+    def interrupted(config, **options):
+        raise TrainingInterrupted(TrainResult("projector.bin", "projector_checkpoint.pt", 7, 1.0, None, 1.0, "online"))
+    monkeypatch.setattr(train_cli, "train_projector", interrupted)
+    result = CliRunner().invoke(main, ["train", "--database", "", "--quiet"])
+    assert result.exit_code == 130
+    assert result.output == ("interrupted after 7 iterations; wrote projector.bin and projector_checkpoint.pt; "
+                             "continue with --resume projector_checkpoint.pt\n")
