@@ -1,11 +1,13 @@
 """bvh_import / bvh_export: LaFAN1-style clips through the toolkit's pipeline, and databases back to BVH."""
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from scipy.interpolate import griddata
 from scipy.signal import savgol_filter
 
 from conftest import shared_fixture
 from motion_matching import bvh, bvh_export, bvh_import, database_build, features, formats, quat, skeleton
+from motion_matching.cli import main
 from motion_matching.errors import BvhError, InvalidFile
 
 NBONES = len(skeleton.BONE_NAMES)
@@ -262,3 +264,11 @@ def test_export_refuses_ranges_too_short_to_import(tmp_path):
     with pytest.raises(InvalidFile, match="range 0 has 5 frames; BVH export needs at least 6"):
         bvh_export.write_database_bvh(database, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_reports_a_bad_clip_as_one_error_line(clip_text, tmp_path):
+    path = write(tmp_path, edit_text(clip_text, "JOINT Neck", "JOINT Nek"))
+    result = CliRunner().invoke(main, ["generate-database", "--out", str(tmp_path / "out"), "--bvh", str(path)])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: {path}: line {line_of(clip_text, 'JOINT Neck')}: unknown joint 'Nek'")
+    assert result.output.count("\n") == 1 and not (tmp_path / "out" / "database.bin").exists()
