@@ -55,3 +55,15 @@ def test_read_outside_the_rows_is_a_programming_error(built):
     with cache.open_cache(out, features_path=features_path) as reader:
         with pytest.raises(ValueError, match="outside"):
             reader.read(NQUERIES - 1, NQUERIES + 1)
+
+
+def test_unaligned_reads_across_chunks_equal_the_stored_rows(built):
+    import h5py
+    features_path, out = built
+    with h5py.File(out, "r") as handle:
+        stored = handle["queries"][:], handle["nearest"][:].astype(np.int64)
+    ranges = [(100, 19_000), (CHUNK - 1, 2 * CHUNK + 1), (2 * CHUNK, NQUERIES), (5, 5), (0, NQUERIES)]
+    with cache.open_cache(out, features_path=features_path) as reader:
+        for start, stop in ranges:
+            got = reader.read(start, stop)
+            assert np.array_equal(got[0], stored[0][start:stop]) and np.array_equal(got[1], stored[1][start:stop])

@@ -102,6 +102,8 @@ def test_missing_cache_and_interrupted_build_are_told_apart(good, tmp_path):
 
 ROW_PROBLEMS = {  # name: (row, column, value, problem from reading, problem from verify_cache)
     "NaN query": (5, "queries", np.nan, "queries row 5 holds NaN or Inf", "queries row 5 holds NaN or Inf"),
+    "Inf query in a later chunk": (CHUNK + 3, "queries", np.inf, f"queries row {CHUNK + 3} holds NaN or Inf",
+                                   f"queries row {CHUNK + 3} holds NaN or Inf"),
     "frame out of range": (7, "nearest", 2000, "nearest row 7 is frame 2000, outside 0..1999",
                            "nearest row 7 is frame 2000, outside 0..1999"),
 }
@@ -112,11 +114,12 @@ def test_bad_rows_are_refused_when_read_and_when_verified(good, name):
     features_path, path = good
     row, dataset, value, problem, verify_problem = ROW_PROBLEMS[name]
     edit(path, lambda h: h[dataset].__setitem__((row, 0) if dataset == "queries" else row, value))
-    with cache.open_cache(path, features_path=features_path) as reader:
-        reader.read(CHUNK, NQUERIES)  # rows of other chunks still read
-        with pytest.raises(CorruptCache) as raised:
-            reader.read(0, 10)
-    assert str(raised.value) == f"{path}: {problem}; {command(path, features_path)}"
+    for start, stop in ((row - 1, row + 1), (0, 2 * CHUNK)):  # through the chunk buffer, and direct
+        with cache.open_cache(path, features_path=features_path) as reader:
+            reader.read(2 * CHUNK, NQUERIES)  # rows of other chunks still read
+            with pytest.raises(CorruptCache) as raised:
+                reader.read(start, stop)
+        assert str(raised.value) == f"{path}: {problem}; {command(path, features_path)}"
     with pytest.raises(CorruptCache) as raised:
         cache.verify_cache(path, features_path=features_path, sample=NQUERIES)
     assert str(raised.value) == f"{path}: {verify_problem}; {command(path, features_path)}"

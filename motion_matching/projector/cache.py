@@ -12,13 +12,15 @@ from .cache_format import (DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, F
                            check_rows, features_sha256, open_validated)
 from .cache_verify import cache_info, verify_cache
 
+CHECK_ROWS = 1 << 20
+
 
 class CacheReader:
     """A validated, open cache. Attributes: ``nqueries``, ``nframes``, ``nfeatures``, ``seed``, ``chunk_rows``,
     ``features_sha256``, ``backend`` and ``attributes`` (every root attribute). Use as a context manager.
 
-    ``read`` serves rows from one decoded storage chunk held in memory, so sequential reads of any size
-    touch each chunk of the file once.
+    ``read`` keeps the last partly read chunk in memory, so sequential reads of any size read each chunk
+    of the file once.
     """
 
     def __init__(self, path, handle, attributes, refusal):
@@ -30,31 +32,47 @@ class CacheReader:
     def read(self, start, stop):
         """Rows ``start .. stop-1``: ``(queries (k, nfeatures) float32, nearest (k,) int64)``, k = stop - start.
 
-        Raises ``CorruptCache`` if a chunk cannot be read, holds NaN/Inf, or names a frame out of range.
+        Whole chunks inside the range are read straight into the result; the partial chunks at its
+        ends come through the one chunk kept in memory. Raises ``CorruptCache`` if rows cannot be read,
+        hold NaN/Inf, or name a frame out of range.
         """
         if not 0 <= start <= stop <= self.nqueries:
             raise ValueError(f"rows {start}..{stop} are outside 0..{self.nqueries}")
         queries = np.empty((stop - start, self.nfeatures), np.float32)
         nearest = np.empty(stop - start, np.int64)
-        row = start
+        head = min(-(-start // self.chunk_rows) * self.chunk_rows, stop)
+        tail = stop if stop == self.nqueries else max(head, stop // self.chunk_rows * self.chunk_rows)
+        self._copy_buffered(start, head, queries, nearest, offset=start)
+        if tail > head:
+            self._read_direct(head, tail, queries[head - start:tail - start], nearest[head - start:tail - start])
+        self._copy_buffered(tail, stop, queries, nearest, offset=start)
+        return queries, nearest
+
+    def _copy_buffered(self, row, stop, queries, nearest, *, offset):
         while row < stop:
             first, block_queries, block_nearest = self._load(row // self.chunk_rows)
             lo, hi = row - first, min(stop - first, len(block_nearest))
-            queries[row - start:row - start + hi - lo] = block_queries[lo:hi]
-            nearest[row - start:row - start + hi - lo] = block_nearest[lo:hi]
+            queries[row - offset:row - offset + hi - lo] = block_queries[lo:hi]
+            nearest[row - offset:row - offset + hi - lo] = block_nearest[lo:hi]
             row += hi - lo
-        return queries, nearest
+
+    def _read_direct(self, first, last, queries, nearest):
+        try:
+            self._handle["queries"].read_direct(queries, np.s_[first:last])
+            self._handle["nearest"].read_direct(nearest, np.s_[first:last])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise self._refusal.corrupt(f"rows {first}..{last - 1} cannot be read ({error})") from None
+        for lo in range(0, last - first, CHECK_ROWS):  # bounded temporaries for whole-cache reads
+            check_rows(queries[lo:lo + CHECK_ROWS], nearest[lo:lo + CHECK_ROWS], first=first + lo,
+                       nframes=self.nframes, refusal=self._refusal)
 
     def _load(self, block):
         if self._block[0] != block * self.chunk_rows:
             first = block * self.chunk_rows
             last = min(first + self.chunk_rows, self.nqueries)
-            try:
-                queries = self._handle["queries"][first:last]
-                nearest = self._handle["nearest"][first:last].astype(np.int64)
-            except (OSError, ValueError, KeyError) as error:
-                raise self._refusal.corrupt(f"rows {first}..{last - 1} cannot be read ({error})") from None
-            check_rows(queries, nearest, first=first, nframes=self.nframes, refusal=self._refusal)
+            queries = np.empty((last - first, self.nfeatures), np.float32)
+            nearest = np.empty(last - first, np.int64)
+            self._read_direct(first, last, queries, nearest)
             self._block = (first, queries, nearest)
         return self._block
 
