@@ -244,18 +244,22 @@ static void network_evaluate(const network *nn, const float *query, float *resul
     for (j = 0; j < n; j++) result[j] = a[j] * nn->std_out.data[j] + nn->mean_out.data[j];
 }
 
-/* Index of the first database row at the minimum squared L2 distance from `query`. */
-static int32_t nearest_frame(const matrix *database, const float *query)
+/* Index of the first frame at the minimum squared L2 distance from `query`. `columns` holds the
+ * database feature-major (n x nframes) so the inner loop runs over frames and vectorises without
+ * reordering any sum: each frame's distance still adds its features in order 0..n-1. */
+static int32_t nearest_frame(const float *columns, uint32_t nframes, uint32_t n, const float *query,
+                             float *restrict distances)
 {
-    uint32_t f, j, n = database->cols;
+    uint32_t f, j;
     int32_t best = 0;
-    float best_distance = INFINITY;
-    for (f = 0; f < database->rows; f++) {
-        const float *row = database->data + (size_t)f * n;
-        float distance = 0.0f;
-        for (j = 0; j < n; j++) distance += (query[j] - row[j]) * (query[j] - row[j]);
-        if (distance < best_distance) { best_distance = distance; best = (int32_t)f; }
+    for (f = 0; f < nframes; f++) distances[f] = 0.0f;
+    for (j = 0; j < n; j++) {
+        const float q = query[j];
+        const float *restrict column = columns + (size_t)j * nframes;
+        for (f = 0; f < nframes; f++) distances[f] += (q - column[f]) * (q - column[f]);
     }
+    for (f = 1; f < nframes; f++)
+        if (distances[f] < distances[best]) best = (int32_t)f;
     return best;
 }
 
@@ -337,23 +341,30 @@ static void run_eval(const char *network_path, const char *input_path, const cha
 static void run_nearest(const char *database_path, const char *query_path, const char *output_path, int repeats)
 {
     reader r = reader_open(database_path);
-    matrix database = reader_matrix(&r, 1, "database");
-    matrix queries;
+    matrix database = reader_matrix(&r, 1, "database"), queries;
+    uint32_t q, f, j, nframes = database.rows, n = database.cols;
+    float *columns, *distances;
     int32_t *out;
-    uint32_t q;
     int pass;
     fclose(r.file);
-    if (database.rows == 0 || database.cols == 0) fail(database_path, "database is empty");
-    if (database.rows > INT32_MAX) fail(database_path, "more than 2^31 - 1 frames");
-    queries = load_rows(query_path, database.cols, "queries");
+    if (nframes == 0 || n == 0) fail(database_path, "database is empty");
+    if (nframes > INT32_MAX) fail(database_path, "more than 2^31 - 1 frames");
+    queries = load_rows(query_path, n, "queries");
+    columns = allocate(database_path, (uint64_t)nframes * n * 4);
+    for (f = 0; f < nframes; f++)
+        for (j = 0; j < n; j++) columns[(size_t)j * nframes + f] = database.data[(size_t)f * n + j];
+    distances = allocate(database_path, (uint64_t)nframes * 4);
     out = allocate(output_path, (uint64_t)queries.rows * 4 + 4);
     for (pass = 1; pass <= (repeats > 0 ? repeats : 1); pass++) {
         double start = seconds_now();
-        for (q = 0; q < queries.rows; q++) out[q] = nearest_frame(&database, queries.data + (size_t)q * queries.cols);
+        for (q = 0; q < queries.rows; q++)
+            out[q] = nearest_frame(columns, nframes, n, queries.data + (size_t)q * n, distances);
         if (repeats > 0) report_pass(pass, seconds_now() - start, queries.rows);
     }
     write_result(output_path, &queries.rows, 1, out, queries.rows);
     free(out);
+    free(distances);
+    free(columns);
     free(queries.data);
     free(database.data);
 }
