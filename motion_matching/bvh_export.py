@@ -29,7 +29,11 @@ def write_database_bvh(database, folder, *, ranges=None, decimals=6):
     """
     folder = os.fspath(folder)
     check_exportable(database, folder)
-    indices = range(len(database.range_starts)) if ranges is None else list(ranges)
+    nranges = len(database.range_starts)
+    indices = range(nranges) if ranges is None else [int(index) for index in ranges]
+    for index in indices:
+        if not 0 <= index < nranges:
+            raise ValueError(f"range {index} does not exist: the database has {nranges} ranges")
     os.makedirs(folder, exist_ok=True)
     written = []
     for index in indices:

@@ -242,6 +242,8 @@ def test_export_writes_chosen_ranges_and_refuses_other_skeletons(tmp_path):
     written = bvh_export.write_database_bvh(database, tmp_path / "out", ranges=[1, 3])
     assert [path.rsplit("/", 1)[1] for path in written] == ["range_001.bvh", "range_003.bvh"]
     assert bvh.read_bvh(written[1]).nframes == bvh_export.source_length(150)
+    with pytest.raises(ValueError, match="range 4 does not exist: the database has 4 ranges"):
+        bvh_export.write_database_bvh(database, tmp_path / "out", ranges=[4])
     database.bone_parents = database.bone_parents.copy()
     database.bone_parents[5] = 3
     with pytest.raises(InvalidFile, match="BVH export needs the toolkit's 23-bone skeleton"):
