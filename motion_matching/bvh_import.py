@@ -69,8 +69,9 @@ def clip_from_bvh(bvh, *, path, window=None):
     positions, rotations = resample(positions, rotations)
     global_positions, global_rotations = quat.forward_kinematics(positions, rotations, LAFAN1_PARENTS)
     hips = skeleton.HIPS - 1
-    sim_position, sim_rotation = simulation_bone(global_positions[:, skeleton.SPINE2 - 1], global_rotations[:, hips],
-                                                 path=path, frame_line=_frame_line(bvh, start, stop))
+    sim_position, sim_rotation = simulation_bone(
+        global_positions[:, skeleton.SPINE2 - 1], global_rotations[:, hips],
+        path=path, frame_line=_frame_line(bvh, start, stop))
     positions[:, hips] = quat.inv_mul_vec(sim_rotation, positions[:, hips] - sim_position)
     rotations[:, hips] = quat.inv_mul(sim_rotation, rotations[:, hips])
     positions = np.concatenate([sim_position[:, None], positions], axis=1)

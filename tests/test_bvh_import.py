@@ -7,7 +7,6 @@ from scipy.signal import savgol_filter
 
 from conftest import shared_fixture
 from motion_matching import bvh, bvh_export, bvh_import, database_build, features, formats, quat, skeleton
-from motion_matching.cli import main
 from motion_matching.errors import BvhError, InvalidFile
 
 NBONES = len(skeleton.BONE_NAMES)
@@ -130,7 +129,8 @@ def test_simulation_bone_uses_the_toolkits_filters(clip_text, tmp_path):
     expected = savgol_filter(world_positions[:, skeleton.SPINE2] * [1, 0, 1], 31, 3, axis=0, mode="interp")
     np.testing.assert_allclose(positions[:, 0], expected, atol=1e-9)
     forward = quat.mul_vec(world_rotations[:, skeleton.HIPS], np.array([0.0, 1.0, 0.0])) * [1, 0, 1]
-    forward = savgol_filter(forward / np.linalg.norm(forward, axis=-1, keepdims=True), 61, 3, axis=0, mode="interp")
+    forward /= np.linalg.norm(forward, axis=-1, keepdims=True)
+    forward = savgol_filter(forward, 61, 3, axis=0, mode="interp")
     forward /= np.linalg.norm(forward, axis=-1, keepdims=True)
     np.testing.assert_allclose(quat.mul_vec(rotations[:, 0], np.array([0.0, 0.0, 1.0])), forward, atol=1e-9)
 
@@ -269,6 +269,8 @@ def test_export_refuses_ranges_too_short_to_import(tmp_path):
 
 
 def test_cli_reports_a_bad_clip_as_one_error_line(clip_text, tmp_path):
+    # imported here: the CLI package loads every command module, so only this test depends on them all
+    from motion_matching.cli import main
     path = write(tmp_path, edit_text(clip_text, "JOINT Neck", "JOINT Nek"))
     result = CliRunner().invoke(main, ["generate-database", "--out", str(tmp_path / "out"), "--bvh", str(path)])
     assert result.exit_code == 1
