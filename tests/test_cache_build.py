@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from motion_matching import formats
-from motion_matching.errors import CacheLocked, CorruptCache, StaleCache
+from motion_matching.errors import CacheLocked, CorruptCache, MissingFile, StaleCache
 from motion_matching.projector import cache, queries
 from motion_matching.projector.cache_lock import exclusive_lock
 from cache_fixtures import (BACKEND, CHUNK, NQUERIES, SEED, assert_same_contents, build, command, copy_of, digest,
@@ -160,3 +160,9 @@ def test_build_killed_by_sigkill_blocks_others_while_alive_then_resumes_identica
     result = build(features_path, out)
     assert (result.status, result.resumed_from) == ("built", 2 * CHUNK)
     assert_same_contents(out, reference[1])
+
+
+def test_output_folder_that_does_not_exist_is_named(features_path):
+    out = features_path.parent / "no such folder" / "cache.h5"
+    with pytest.raises(MissingFile, match=f"^{out}: its folder {out.parent} does not exist$"):
+        build(features_path, out)

@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 
 from .. import formats
-from ..errors import CorruptCache, InvalidFile
+from ..errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
 from . import queries as query_stream
 from .cache_format import (BUILD_KEYS, DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,
                            Refusal, check_datasets, features_sha256, open_hdf5, open_validated,
@@ -183,6 +183,18 @@ def _existing_is_current(out, features_path, wanted, *, force):
     return False
 
 
+def _write_partial(partial, features, searcher, wanted, *, progress, stop_after):
+    """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming)``."""
+    handle, resumed = _open_partial(partial, wanted, features)
+    try:
+        if progress is not None:
+            progress(resumed, wanted["nqueries"])
+        completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
+    finally:
+        handle.close()
+    return completed, resumed
+
+
 def _publish(partial, out):
     """fsync ``partial`` and rename it to ``out`` atomically."""
     descriptor = os.open(partial, os.O_RDONLY)
@@ -207,6 +219,9 @@ def build_cache(features_path="features.bin", *, out="projector_cache.h5", nquer
     out, partial = os.fspath(out), os.fspath(out) + ".partial"
     if nqueries < 1 or chunk_rows < 1:
         raise ValueError("nqueries and chunk_rows must be positive")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        raise MissingFile(out, f"its folder {folder} does not exist")
     features = formats.load_features(features_path).features
     if features.shape[0] >= 2 ** 31:
         raise InvalidFile(features_path, f"{features.shape[0]} frames do not fit the cache's int32 indices")
@@ -216,15 +231,14 @@ def build_cache(features_path="features.bin", *, out="projector_cache.h5", nquer
         if _existing_is_current(out, features_path, wanted, force=force):
             return BuildResult(out, "up-to-date", nqueries, seconds=time.monotonic() - started)
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
-        handle, resumed = _open_partial(partial, wanted, features)
         try:
-            if progress is not None:
-                progress(resumed, nqueries)
-            completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
-        finally:
-            handle.close()
-        if completed == nqueries:
-            _publish(partial, out)
+            completed, resumed = _write_partial(partial, features, searcher, wanted, progress=progress,
+                                                stop_after=stop_after)
+            if completed == nqueries:
+                _publish(partial, out)
+        except OSError as error:  # a full disk, a vanished folder: keep what was written for a resume
+            raise MotionMatchingError(partial, f"cannot write it ({error}); fix that and run the same command "
+                                               "again to resume") from None
     status = "built" if completed == nqueries else "interrupted"
     return BuildResult(out, status, nqueries, resumed, completed - resumed, time.monotonic() - started)
 
