@@ -16,6 +16,7 @@ setup(
         "click>=8.0",
         "h5py>=3.6",
         "scikit-learn>=1.1",
+        "scipy>=1.5",
     ],
     extras_require={
         "plot": ["matplotlib>=3.5"],
