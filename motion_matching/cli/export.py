@@ -56,16 +56,17 @@ def format_report(report):
     """The lines ``evaluate`` prints for a report from ``evaluate_files``."""
     losses, match = report["losses"], report["match"]
     top_k = [key for key in match if key != "top1"][0]
+    label = top_k.replace("top", "top-")
     lines = [f"{report['queries']} held-out queries (seed {report['seed']}) over {report['nframes']} frames",
              f"feature L1 {losses['feature_l1']:.4f}  latent L1 {losses['latent_l1']:.4f}  "
              f"distance L1 {losses['distance_l1']:.4f}",
              f"loss terms: xval {losses['xval']:.4f}  zval {losses['zval']:.4f}  dist {losses['dist']:.4f}  "
              f"total {losses['loss']:.4f}",
-             f"match: top-1 {100 * match['top1']:.1f}%  {top_k.replace('top', 'top-')} {100 * match[top_k]:.1f}%"]
+             f"match: top-1 {100 * match['top1']:.1f}%  {label} {100 * match[top_k]:.1f}%"]
     for row in report["by_noise_level"]:
         if row["queries"]:
             lines.append(f"  u {row['u_min']:.2f}-{row['u_max']:.2f}: {row['queries']:6d} queries  "
-                         f"top-1 {100 * row['top1']:5.1f}%  {top_k} {100 * row[top_k]:5.1f}%  "
+                         f"top-1 {100 * row['top1']:5.1f}%  {label} {100 * row[top_k]:5.1f}%  "
                          f"feature L1 {row['feature_l1']:.4f}")
     lines += [f"wrote {path}" for path in report["files"]]
     return "\n".join(lines)

@@ -153,5 +153,5 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     with atomic_write(files[0], mode="w") as stream:
         json.dump(report, stream, indent=2)
         stream.write("\n")
-    LOG.info("wrote %s", files[0])
+    LOG.debug("wrote %s", files[0])
     return report

@@ -25,16 +25,16 @@ def _pyplot(out_dir):
 
 
 def _plot_columns(plt, path, series, labels):
-    """One panel per column of the (rows, columns) arrays in ``series``, all on a shared y range."""
+    """One panel per column of the (rows, columns) arrays in ``series``, each panel on its own y range.
+
+    (The toolkit shares one range across panels; per-panel ranges keep narrow columns readable.)
+    """
     columns = series[0].shape[1]
-    low = min(float(values.min()) for values in series)
-    high = max(float(values.max()) for values in series)
     figure, axes = plt.subplots(columns, sharex=True, squeeze=False,
                                 figsize=(12, _PANEL_HEIGHT * columns))
     for column, axis in enumerate(axes[:, 0]):
         for values, label in zip(series, labels):
             axis.plot(values[:, column], marker=".", linestyle="None", label=label)
-        axis.set_ylim(low, high)
         axis.set_ylabel(str(column))
     axes[0, 0].legend(loc="upper right", ncol=len(labels))
     # tight_layout doubles the time of a 32-panel figure; fixed margins read as well

@@ -51,5 +51,5 @@ def export_network(source, out, *, format="bin", split=False):
     else:
         from .onnx_export import export_onnx
         outputs = export_onnx(module, out, split=split)
-    LOG.info("wrote %s (%s, sizes %s)", out, format, module.sizes)
+    LOG.debug("wrote %s (%s, sizes %s)", out, format, module.sizes)
     return {"format": format, "sizes": list(module.sizes), "bytes": os.path.getsize(out), "outputs": outputs}
