@@ -12,6 +12,7 @@ from ..errors import MotionMatchingError
 def main():
     """Train the Learned Motion Matching projector from the toolkit's files, fast and exactly."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("faiss").setLevel(logging.WARNING)  # its loader reports which CPU build it picked
 
 
 def reports_errors(command):
