@@ -81,18 +81,22 @@ MEMORY_SCRIPT = """
 import resource, sys
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
-features, latent, cache_path, out, preload, iterations = sys.argv[1:7]
+features, latent, cache_path, out, mode, iterations = sys.argv[1:7]
 config = TrainConfig(iterations=int(iterations), batch_size=4096, hidden=32, hidden_layers=1, save_every=10**9,
                      checkpoint_every=10**9)
-train_projector(config, features_path=features, latent_path=latent, offline_cache=cache_path, out_dir=out,
-                preload=preload == "1", held_out_queries=0)
+train_projector(config, features_path=features, latent_path=latent, out_dir=out, held_out_queries=0,
+                offline_cache=None if mode == "baseline" else cache_path, preload=mode == "preload")
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
-def peak_memory_mib(paths, cache_path, out_dir, *, preload, nqueries):
-    """Peak resident MiB of a subprocess training one pass over the cache (tiny network, batch 4096)."""
-    arguments = [*paths, cache_path, out_dir, "1" if preload else "0", str(nqueries // 4096 + 1)]
+def peak_memory_mib(paths, cache_path, out_dir, *, mode, nqueries):
+    """Peak resident MiB of a subprocess training one pass over the cache (tiny network, batch 4096).
+
+    ``mode``: "stream", "preload", or "baseline" (one online iteration: everything but the cache).
+    """
+    iterations = 1 if mode == "baseline" else nqueries // 4096 + 1
+    arguments = [*paths, cache_path, out_dir, mode, str(iterations)]
     output = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, *arguments], check=True, capture_output=True,
                             text=True).stdout
     return float(output.split()[-1])
@@ -126,9 +130,10 @@ def memory_row(paths, folder, *, nqueries):
     cache_path = os.path.join(folder, "memory.h5")
     cache.build_cache(paths[0], out=cache_path, nqueries=nqueries)
     out_dir = os.path.join(folder, "memory")
-    return {"cache_queries": nqueries, "cache_mib": os.path.getsize(cache_path) / 2 ** 20,
-            "streamed_peak_rss_mib": peak_memory_mib(paths, cache_path, out_dir, preload=False, nqueries=nqueries),
-            "preloaded_peak_rss_mib": peak_memory_mib(paths, cache_path, out_dir, preload=True, nqueries=nqueries)}
+    row = {"cache_queries": nqueries, "cache_mib": os.path.getsize(cache_path) / 2 ** 20}
+    for mode in ("baseline", "stream", "preload"):
+        row[f"{mode}_peak_rss_mib"] = peak_memory_mib(paths, cache_path, out_dir, mode=mode, nqueries=nqueries)
+    return row
 
 
 @click.command()
@@ -155,8 +160,9 @@ def main(frames, steps_small, steps_large, repeats, memory_queries, threads, jso
                        f"{row['offline_it_s_' + clock]:>13.1f} {row['online_it_s_' + clock]:>12.1f} "
                        f"{row['offline_over_pure_' + clock]:>13.3f} {row['offline_over_online_' + clock]:>15.2f}")
     if memory:
-        click.echo(f"memory: cache of {memory['cache_queries']:,} queries = {memory['cache_mib']:.0f} MiB; peak RSS "
-                   f"streamed {memory['streamed_peak_rss_mib']:.0f} MiB, preloaded {memory['preloaded_peak_rss_mib']:.0f} MiB")
+        click.echo(f"memory: cache of {memory['cache_queries']:,} queries = {memory['cache_mib']:.0f} MiB; peak RSS: "
+                   f"without cache {memory['baseline_peak_rss_mib']:.0f} MiB, streamed "
+                   f"{memory['stream_peak_rss_mib']:.0f} MiB, preloaded {memory['preload_peak_rss_mib']:.0f} MiB")
     if json_path:
         with open(json_path, "w") as stream:
             json.dump({"frames": frames, "speed": rows, "memory": memory}, stream, indent=1)

@@ -209,6 +209,9 @@ def _open_source(stack, run, config, *, offline_cache, preload):
         return source
     reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
     run.source_name = "offline"
+    if config.iterations * config.batch_size > reader.nqueries:
+        LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are "
+                 "read again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
     return OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
                           preload=preload)
 
@@ -221,7 +224,7 @@ def _train(run, source):
             raise
         run.write_network()
         run.write_checkpoint()
-        LOG.info("interrupted after %d iterations; checkpoint %s", run.step, run.checkpoint_path)
+        LOG.debug("interrupted after %d iterations; checkpoint %s", run.step, run.checkpoint_path)
         raise TrainingInterrupted(run.result()) from None
     run.write_network()
     run.write_checkpoint()

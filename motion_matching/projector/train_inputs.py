@@ -103,5 +103,7 @@ def restore_checkpoint(run, path):
         run.scheduler.load_state_dict(payload["scheduler"])
         run.step, run.rolling = int(payload["step"]), payload["rolling_loss"]
         torch.set_rng_state(payload["rng"]["torch"])
+        if "cuda" in payload["rng"] and run.device.type == "cuda":
+            torch.cuda.set_rng_state(payload["rng"]["cuda"], run.device)
     except (KeyError, TypeError, RuntimeError, ValueError) as error:
         raise InvalidFile(path, f"checkpoint lacks or garbles {error}") from None
