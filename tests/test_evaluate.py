@@ -5,11 +5,14 @@ import numpy as np
 import pytest
 
 from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
+from export_helpers import random_projector
 from motion_matching import formats
 from motion_matching.errors import MismatchedFiles
 from motion_matching.projector import evaluate
 from motion_matching.projector.model import network_to_module
 from motion_matching.projector.queries import generate_queries
+from motion_matching.projector.search import make_searcher
+from motion_matching.projector.train_objective import held_out_loss
 
 
 def pass_through_network(nfeatures=27, nlatent=32):
@@ -67,6 +70,15 @@ def test_loss_terms_follow_the_training_weights():
     assert terms == pytest.approx({"feature_l1": 0.5, "latent_l1": 4 / 3, "distance_l1": 5 - 18 ** 0.5,
                                    "xval": 0.5, "zval": 20 / 3, "dist": 0.3 * (5 - 18 ** 0.5),
                                    "loss": 0.5 + 20 / 3 + 0.3 * (5 - 18 ** 0.5)})
+
+
+def test_losses_equal_trainings_held_out_loss():
+    features = random_features(800, seed=6)
+    latent = np.random.default_rng(6).normal(size=(800, 32)).astype(np.float32)
+    module = random_projector(hidden=64, seed=6)
+    report, _ = evaluate.evaluate_projector(module, features, latent, nqueries=1000)
+    training = held_out_loss(module, features, latent, nqueries=1000, searcher=make_searcher(features))
+    assert {name: report["losses"][name] for name in training} == pytest.approx(training, rel=1e-5)
 
 
 def test_default_queries_are_held_out_from_training():

@@ -17,15 +17,19 @@ import torch
 from .. import formats
 from ..atomic import atomic_write
 from ..errors import MismatchedFiles
+from .config import TrainConfig
 from .export import load_projector_module
 from .queries import RECIPE, generate_queries
 from .search import DEFAULT_BACKEND, make_searcher
+from .train_objective import HELD_OUT_SEED
 
 LOG = logging.getLogger(__name__)
 
-LOSS_WEIGHTS = {"xval": 1.0, "zval": 5.0, "dist": 0.3}  # as training: L1 features, L1 latent, L1 distances
-TRAINING_SEED = 1234
-EVALUATION_SEED = 4321  # held out: the query stream of training's seed is never used here
+_DEFAULTS = TrainConfig()
+# as training (its default weights): L1 features, L1 latent, L1 of the distance difference
+LOSS_WEIGHTS = {"xval": _DEFAULTS.weight_features, "zval": _DEFAULTS.weight_latent, "dist": _DEFAULTS.weight_distance}
+TRAINING_SEED = _DEFAULTS.seed
+EVALUATION_SEED = HELD_OUT_SEED  # training's held-out stream, never drawn by training itself
 DEFAULT_QUERIES = 10_000
 MATCH_K = 5
 LEVEL_EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)  # bins of the noise level u of each query
