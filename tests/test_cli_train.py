@@ -1,6 +1,7 @@
 """``mm-projector train`` and ``python train_projector.py``: options, outputs, exact error lines."""
 import dataclasses
 import os
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -79,3 +80,10 @@ def test_ctrl_c_exits_130_naming_the_checkpoint(in_files, monkeypatch):
     assert result.exit_code == 130
     assert result.output == ("interrupted after 7 iterations; wrote projector.bin and projector_checkpoint.pt; "
                              "continue with --resume projector_checkpoint.pt\n")
+
+
+def test_progress_line_shows_rolling_loss_rate_and_eta(in_files):
+    arguments = [argument for argument in QUICK if argument != "--quiet"]
+    result = CliRunner().invoke(main, ["train", "--database", ""] + arguments)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"\rIter:      10 Loss: \d+\.\d{3}  lr 0\.00099  [\d,.]+ it/s  ETA \d:\d\d:\d\d ", result.output)

@@ -1,6 +1,7 @@
 """Commands: train (the toolkit's train_projector.py, online with a BallTree or offline from a cache)."""
 import dataclasses
 import logging
+import math
 import sys
 
 import click
@@ -54,8 +55,9 @@ def training_options(command):
 
 
 def _show_progress(report):
+    eta = format_duration(report.eta) if math.isfinite(report.eta) else "--:--:--"
     click.echo(f"\rIter: {report.step:7d} Loss: {report.rolling_loss:5.3f}  lr {report.lr:.3g}  "
-               f"{report.rate:,.1f} it/s  ETA {format_duration(report.eta)} ", nl=False, err=True)
+               f"{report.rate:,.1f} it/s  ETA {eta} ", nl=False, err=True)
 
 
 def describe_result(result):

@@ -30,7 +30,7 @@ LOG = logging.getLogger(__name__)
 NETWORK_NAME = "projector.bin"
 CHECKPOINT_NAME = "projector_checkpoint.pt"
 PROGRESS_EVERY = 10  # iterations between progress reports, as the toolkit prints
-ROLLING = 0.99       # the toolkit's rolling-loss factor
+ROLLING_KEEP, ROLLING_NEW = 0.99, 0.01  # the toolkit's rolling loss (written out: 1 - 0.99 != 0.01)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +116,7 @@ class _Run:
 
     def after_step(self, i, terms):
         loss = terms.loss.item()
-        self.rolling = loss if self.rolling is None else self.rolling * ROLLING + loss * (1 - ROLLING)
+        self.rolling = loss if self.rolling is None else self.rolling * ROLLING_KEEP + loss * ROLLING_NEW
         self.last_loss = loss
         if self.tensorboard is not None:
             self.log_tensorboard(i, terms)
@@ -145,9 +145,10 @@ class _Run:
                 self.progress(self.report(self.step - first))
 
     def report(self, done):
-        rate = done / self.seconds if self.seconds > 0 else float("nan")
+        rate = done / self.seconds if self.seconds > 0 else 0.0
+        eta = (self.config.iterations - self.step) / rate if rate > 0 else float("inf")
         return Progress(self.step, self.config.iterations, self.last_loss, self.rolling,
-                        self.optimizer.param_groups[0]["lr"], rate, (self.config.iterations - self.step) / rate)
+                        self.optimizer.param_groups[0]["lr"], rate, eta)
 
     def write_network(self):
         formats.save_network(self.network_path, module_to_network(self.module))
