@@ -6,7 +6,7 @@ frame-by-frame loop written like the toolkit's C++ feature builder (forward kine
 and bone, in Python) on the first ``--loop-frames`` frames, checks it agrees with the vectorised
 result, and prints the per-frame speed ratio.
 
-    python benchmarks/bench_features.py [--frames 50000] [--repeats 3] [--loop-frames 1000] [--json FILE]
+    python benchmarks/bench_features.py [--frames 50000] [--repeats 3] [--loop-frames 200] [--json FILE]
 """
 import json
 import statistics
@@ -69,7 +69,7 @@ def median_seconds(function, repeats):
 @click.command()
 @click.option("--frames", default=synthetic.DEFAULT_FRAMES, show_default=True, help="Synthetic database size.")
 @click.option("--repeats", default=3, show_default=True, help="Runs per measurement (median reported).")
-@click.option("--loop-frames", default=1000, show_default=True, help="Frames for the frame-by-frame loop.")
+@click.option("--loop-frames", default=200, show_default=True, help="Frames for the frame-by-frame loop.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write results here.")
 def main(frames, repeats, loop_frames, json_path):
     """Time generation, features, latent and file writing; compare features with a per-frame loop."""

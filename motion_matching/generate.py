@@ -11,6 +11,7 @@ import time
 from . import features as features_module
 from . import latent as latent_module
 from . import synthetic
+from .errors import MismatchedFiles
 from .formats import load_database, save_database, save_features, save_latent
 
 LOG = logging.getLogger(__name__)
@@ -23,6 +24,8 @@ def write_toolkit_files(out_dir, database, *, weights=features_module.DEFAULT_WE
     ``latent`` (F, L) float32 replaces the stand-in latent when given. ``source`` names the
     database in errors. Returns {"database": path (if written), "features": path, "latent": path}.
     """
+    if latent is not None and latent.shape[0] != database.nframes:
+        raise MismatchedFiles("<latent>", f"has {latent.shape[0]} frames but {source} has {database.nframes}")
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
     if write_database:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from motion_matching import formats, latent, synthetic
+from motion_matching import formats, generate, latent, synthetic
 from motion_matching.errors import MismatchedFiles
 
 
@@ -44,3 +44,9 @@ def test_user_latent_frame_count_is_checked(tmp_path):
     assert latent.load_matching_latent(path, 10).shape == (10, 4)
     with pytest.raises(MismatchedFiles, match=r"mine.bin: has 10 frames but the database has 11$"):
         latent.load_matching_latent(path, 11)
+
+
+def test_write_toolkit_files_refuses_a_latent_of_other_length(database, tmp_path):
+    with pytest.raises(MismatchedFiles, match="<latent>: has 5 frames but <database> has 1200"):
+        generate.write_toolkit_files(tmp_path, database, latent=np.zeros((5, 32), np.float32))
+    assert not any(tmp_path.iterdir())
