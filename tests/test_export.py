@@ -6,6 +6,7 @@ from conftest import TOOLKIT_NETWORKS
 from export_helpers import random_projector, torch_outputs, write_checkpoint
 from motion_matching import formats
 from motion_matching.errors import InvalidFile, MissingFile, TruncatedFile
+from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.export import export_network, is_checkpoint, load_projector_module
 from motion_matching.projector.model import module_to_network
 
@@ -80,3 +81,11 @@ def test_truncated_network_bin_is_refused(tmp_path):
 def test_unknown_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown export format 'pt'"):
         export_network(TOOLKIT_NETWORKS / "stepper.bin", tmp_path / "out.pt", format="pt")
+
+
+@pytest.mark.parametrize("model", [None, {"linear0.weight": 1}, {}], ids=["absent", "not tensors", "empty"])
+def test_checkpoint_without_a_usable_model_is_refused(tmp_path, model):
+    save_checkpoint(tmp_path / "run.pt", **({} if model is None else {"model": model}))
+    with pytest.raises(InvalidFile, match=r"run.pt: checkpoint holds no usable model state \(\w+\)$"):
+        export_network(tmp_path / "run.pt", tmp_path / "out.bin")
+    assert not (tmp_path / "out.bin").exists()

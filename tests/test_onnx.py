@@ -37,7 +37,8 @@ def test_checkpoint_to_onnx_matches_torch_for_any_batch(tmp_path, batch):
 
 def test_graph_contains_the_normalisation(tmp_path):
     rng = np.random.default_rng(2)
-    mean_in, std_in, mean_out, std_out = rng.normal(size=4), rng.uniform(0.5, 2, 4), rng.normal(size=4), rng.uniform(0.5, 2, 4)
+    mean_in, std_in = rng.normal(size=4), rng.uniform(0.5, 2, 4)
+    mean_out, std_out = rng.normal(size=4), rng.uniform(0.5, 2, 4)
     identity = formats.Network(*(v.astype(np.float32) for v in (mean_in, std_in, mean_out, std_out)),
                                [(np.eye(4, dtype=np.float32), np.zeros(4, np.float32))])
     formats.save_network(tmp_path / "identity.bin", identity)

@@ -33,7 +33,8 @@ def export(source, out, format_, split):
 @click.option("--features", required=True, type=_FILE, help="features.bin of the database.")
 @click.option("--latent", required=True, type=_FILE, help="latent.bin of the database.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
-@click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1), help="Held-out queries.")
+@click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
+              help="Held-out queries.")
 @click.option("--seed", default=EVALUATION_SEED, show_default=True, type=int,
               help=f"Seed of the held-out query stream (training uses {TRAINING_SEED}).")
 @click.option("--backend", default=DEFAULT_BACKEND, show_default=True, type=click.Choice(list(BACKENDS)),

@@ -7,9 +7,9 @@ import logging
 import os
 
 from .. import formats
-from ..errors import MissingFile
-from .checkpoint import load_checkpoint_module
-from .model import module_to_network, network_to_module
+from ..errors import InvalidFile, MissingFile
+from .checkpoint import load_checkpoint
+from .model import module_from_state_dict, module_to_network, network_to_module
 
 LOG = logging.getLogger(__name__)
 
@@ -30,9 +30,13 @@ def load_projector_module(path):
 
     Raises ``MissingFile``/``InvalidFile``/``TruncatedFile`` naming ``path`` when it cannot be read.
     """
-    if is_checkpoint(path):
-        return load_checkpoint_module(path)
-    return network_to_module(formats.load_network(path)).eval()
+    if not is_checkpoint(path):
+        return network_to_module(formats.load_network(path)).eval()
+    state = load_checkpoint(path).get("model")
+    try:
+        return module_from_state_dict(state).eval()
+    except (AttributeError, KeyError, IndexError, RuntimeError, TypeError) as error:
+        raise InvalidFile(path, f"checkpoint holds no usable model state ({type(error).__name__})") from None
 
 
 def export_network(source, out, *, format="bin", split=False):

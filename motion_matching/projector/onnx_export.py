@@ -5,6 +5,7 @@ outputs: one ``output`` (batch, nout), or with ``split`` ``features`` (batch, ni
 (batch, nout - nin). The batch axis is dynamic. torch's legacy (TorchScript) exporter is used
 (``dynamo=False``): the newer exporter needs ``onnxscript``, which the extra does not install.
 """
+import inspect
 import io
 import warnings
 
@@ -50,11 +51,13 @@ def export_onnx(module, path, *, split=False, opset=ONNX_OPSET):
     graph = (_SplitOutputs(module, nin) if split else module).eval()
     example = torch.zeros(2, nin, dtype=torch.float32)
     buffer = io.BytesIO()
+    options = dict(input_names=[INPUT_NAME], output_names=names, opset_version=opset,
+                   dynamic_axes={name: {0: "batch"} for name in [INPUT_NAME, *names]})
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:  # older torch: always the legacy exporter
+        options["dynamo"] = False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the legacy exporter announces its deprecation
-        torch.onnx.export(graph, (example,), buffer, input_names=[INPUT_NAME], output_names=names,
-                          dynamic_axes={name: {0: "batch"} for name in [INPUT_NAME, *names]},
-                          opset_version=opset, dynamo=False)
+        torch.onnx.export(graph, (example,), buffer, **options)
     with atomic_write(path) as stream:
         stream.write(buffer.getvalue())
     return names
