@@ -68,14 +68,19 @@ def describe_result(result):
             f"({result.source}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
 
 
+def pop_config(options):
+    """Remove the ``TrainConfig`` fields from the parsed ``options`` dict; returns the config."""
+    names = {field.name for field in dataclasses.fields(TrainConfig)}
+    try:
+        return TrainConfig(**{name: options.pop(name) for name in names})
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+
+
 def run_training(*, quiet, database_path, **options):
     """Train with parsed options, print the outcome; exit 130 after saving on Ctrl-C."""
     logging.getLogger("motion_matching").setLevel(logging.WARNING if quiet else logging.INFO)
-    names = {field.name for field in dataclasses.fields(TrainConfig)}
-    try:
-        config = TrainConfig(**{name: options.pop(name) for name in names})
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
+    config = pop_config(options)
     try:
         result = train_projector(config, database_path=database_path or None,
                                  progress=None if quiet else _show_progress, **options)
@@ -83,6 +88,9 @@ def run_training(*, quiet, database_path, **options):
         done = stop.result
         click.echo(f"{'' if quiet else chr(10)}interrupted after {done.steps:,} iterations; wrote {done.network_path} "
                    f"and {done.checkpoint_path}; continue with --resume {done.checkpoint_path}", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    except KeyboardInterrupt:  # before the first iteration or after the last: no half-written files either way
+        click.echo("\ninterrupted outside the training loop; every file written so far is complete", err=True)
         sys.exit(INTERRUPTED_EXIT)
     click.echo(("" if quiet else "\n") + describe_result(result))
 
