@@ -162,6 +162,43 @@ def test_build_killed_by_sigkill_blocks_others_while_alive_then_resumes_identica
     assert_same_contents(out, reference[1])
 
 
+MID_WRITE_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from motion_matching.projector import cache_build
+
+    commit = cache_build._commit
+
+    def torn_commit(handle, first, queries, nearest):
+        if first == {chunk}:  # chunk 2: half its rows land, wrong, then the kill comes before 'completed' moves
+            handle["queries"][first:first + len(queries) // 2] = 0.0
+            handle["nearest"][first:first + len(queries) // 2] = -1
+            handle.flush()
+            print(first, flush=True)
+            sys.stdin.readline()
+        commit(handle, first, queries, nearest)
+
+    cache_build._commit = torn_commit
+    cache_build.build_cache(sys.argv[1], out=sys.argv[2], nqueries={nqueries}, seed={seed}, chunk_rows={chunk},
+                            backend="{backend}")
+""").format(chunk=CHUNK, nqueries=NQUERIES, seed=SEED, backend=BACKEND)
+
+
+def test_build_killed_mid_write_resumes_from_the_last_completed_chunk(reference, features_path):
+    out = features_path.parent / "cache.h5"
+    child = subprocess.Popen([sys.executable, "-c", MID_WRITE_CHILD, str(features_path), str(out)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == str(CHUNK)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == -9
+    result = build(features_path, out)
+    assert (result.status, result.resumed_from) == ("built", CHUNK)
+    assert_same_contents(out, reference[1])
+
+
 def test_output_folder_that_does_not_exist_is_named(features_path):
     out = features_path.parent / "no such folder" / "cache.h5"
     with pytest.raises(MissingFile, match=f"^{out}: its folder {out.parent} does not exist$"):

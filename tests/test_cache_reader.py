@@ -35,9 +35,9 @@ def test_read_returns_the_query_stream_and_its_nearest_frames(built):
         got_queries, got_nearest = reader.read(8000, 9500)
     assert got_queries.dtype == np.float32 and got_nearest.dtype == np.int64
     assert np.array_equal(got_queries, expected)
-    frames = features.astype(np.float64)
-    distances = ((expected.astype(np.float64)[:, None, :] - frames[None, :, :]) ** 2).sum(axis=2)
-    assert np.array_equal(distances[np.arange(len(expected)), got_nearest], distances.min(axis=1))
+    frames, q = features.astype(np.float64), expected.astype(np.float64)
+    distances = (q ** 2).sum(1)[:, None] + (frames ** 2).sum(1)[None, :] - 2 * q @ frames.T  # float64 brute force
+    assert np.allclose(distances[np.arange(len(q)), got_nearest], distances.min(axis=1), rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("size", [1, 32, 5000, CHUNK, NQUERIES])

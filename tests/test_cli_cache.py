@@ -143,3 +143,14 @@ def test_every_cache_command_has_help_with_an_example():
 
 def test_build_cache_command_is_exported_for_train_projector():
     assert main.commands["build-cache"] is build_cache_command
+
+
+def test_docs_describe_every_cache_command_and_option():
+    import pathlib
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "cache.md").read_text(encoding="utf-8")
+    for name in ("build-cache", "cache-info", "verify-cache"):
+        assert f"mm-projector {name}" in text
+        for parameter in main.commands[name].params:
+            for option in parameter.opts:
+                if option.startswith("--") and option != "--help":
+                    assert f"`{option}`" in text, f"docs/cache.md does not mention {name} {option}"
