@@ -154,3 +154,11 @@ def test_docs_describe_every_cache_command_and_option():
             for option in parameter.opts:
                 if option.startswith("--") and option != "--help":
                     assert f"`{option}`" in text, f"docs/cache.md does not mention {name} {option}"
+
+
+def test_quiet_build_leaves_the_log_levels_as_it_found_them(tmp_path, reference):
+    import logging
+    features_path = copy_of(reference[0], tmp_path, "features.bin")
+    before = logging.getLogger("motion_matching").level, logging.getLogger("faiss").level
+    assert run(*build_arguments(features_path, tmp_path / "c.h5", "--quiet")).exit_code == 0
+    assert (logging.getLogger("motion_matching").level, logging.getLogger("faiss").level) == before

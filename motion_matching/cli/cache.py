@@ -1,4 +1,5 @@
 """Commands: build-cache, cache-info, verify-cache (the exact-neighbour cache, docs/cache.md)."""
+import contextlib
 import logging
 
 import click
@@ -35,17 +36,31 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
 
     Example: mm-projector build-cache --features features.bin --out projector_cache.h5 --queries 16000000
     """
-    logging.getLogger("motion_matching").setLevel(logging.WARNING if quiet else logging.INFO)
-    logging.getLogger("faiss").setLevel(logging.WARNING)  # its loader's INFO lines are not for users
     bar = None if quiet else ProgressBar(unit="queries")
-    try:
-        result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
-                                   threads=threads, device=device, chunk_rows=chunk_rows, force=force,
-                                   progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
+    # faiss's loader logs INFO lines that are not for users; --quiet also hides our resume notes
+    with log_levels({"faiss": logging.WARNING, "motion_matching": logging.WARNING if quiet else logging.INFO}):
+        try:
+            result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
+                                       threads=threads, device=device, chunk_rows=chunk_rows, force=force,
+                                       progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
     click.echo(describe_build(result))
+
+
+@contextlib.contextmanager
+def log_levels(levels):
+    """Set the levels (dict logger name -> level) of some loggers for a ``with`` block, then restore them."""
+    loggers = {logging.getLogger(name): level for name, level in levels.items()}
+    saved = {logger: logger.level for logger in loggers}
+    try:
+        for logger, level in loggers.items():
+            logger.setLevel(level)
+        yield
+    finally:
+        for logger, level in saved.items():
+            logger.setLevel(level)
 
 
 def describe_build(result):
