@@ -8,6 +8,7 @@ velocities), whitened and scaled so column standard deviations fall from 0.35 to
 similar poses get similar latents, which is what the projector must learn to predict.
 """
 import numpy as np
+import threadpoolctl
 
 from . import quat
 from .errors import MismatchedFiles
@@ -35,20 +36,25 @@ def pose_descriptors(database):
 def compute_latent(database, *, nlatent=DEFAULT_NLATENT):
     """Stand-in latent (F, nlatent) float32: whitened PCA of the local pose, column std 0.35 falling to 0.15.
 
-    Deterministic: each component's sign makes its largest loading positive. Raises ``ValueError``
+    Deterministic: each component's sign makes its dot product with a fixed reference vector
+    positive, so BLAS thread counts do not flip columns. Raises ``ValueError``
     when ``nlatent`` exceeds the pose descriptor's width.
     """
     pose = pose_descriptors(database)
     if not 0 < nlatent <= pose.shape[1]:
         raise ValueError(f"nlatent must be between 1 and {pose.shape[1]}, got {nlatent}")
     centred = pose - pose.mean(axis=0)
-    covariance = centred.T @ centred / max(len(pose), 1)
-    variances, vectors = np.linalg.eigh(covariance)
-    order = np.argsort(variances)[::-1][:nlatent]
-    variances, vectors = variances[order], vectors[:, order]
-    largest = np.argmax(np.abs(vectors), axis=0)
-    vectors = vectors * np.sign(vectors[largest, np.arange(nlatent)])
-    whitened = (centred @ vectors) / np.sqrt(np.maximum(variances, 1e-12))
+    # One BLAS thread: threaded BLAS/LAPACK sum in an order that depends on the thread count,
+    # which would change the latent's bytes from one machine setting to another.
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        variances, vectors = np.linalg.eigh(centred.T @ centred / max(len(pose), 1))
+        order = np.argsort(variances)[::-1][:nlatent]
+        variances, vectors = variances[order], vectors[:, order]
+        # Fix each component's sign by a fixed reference direction: a rule on the largest loading
+        # is unstable here, because mirrored data gives left and right bones loadings of equal size.
+        reference = np.cos(np.arange(pose.shape[1]) * 2.399 + 0.5)
+        vectors = vectors * np.where(reference @ vectors < 0.0, -1.0, 1.0)
+        whitened = (centred @ vectors) / np.sqrt(np.maximum(variances, 1e-12))
     target = np.linspace(LATENT_STD[0], LATENT_STD[1], nlatent)
     return (whitened * target).astype(np.float32)
 
