@@ -1,4 +1,6 @@
 """The two batch sources: the online one follows the query stream, the offline one reads a cache in order."""
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -17,10 +19,11 @@ class MemoryReader:
         self.nqueries, self.chunk_rows, self.nframes, self.seed, self.nfeatures = nqueries, chunk_rows, nframes, seed, 3
         self.queries = np.repeat(np.arange(nqueries, dtype=np.float32)[:, None], 3, axis=1)
         self.nearest = np.arange(nqueries, dtype=np.int64) % nframes if nearest is None else nearest
-        self.reads = []
+        self.reads, self.threads = [], []
 
     def read(self, start, stop):
         self.reads.append((start, stop))
+        self.threads.append(threading.current_thread().name)
         return self.queries[start:stop].copy(), self.nearest[start:stop].copy()
 
 
@@ -52,6 +55,8 @@ def test_offline_first_pass_reads_the_file_in_order_in_large_blocks():
     source = OfflineBatches(reader, batch_size=64, path="c.h5", block_rows=300)
     assert np.array_equal(rows_of(source, 16), np.arange(1024))
     assert reader.reads[:4] == [(0, 300), (300, 600), (600, 900), (900, 1050)]
+    assert all(name.startswith("cache-read") for name in reader.threads[1:])  # read ahead in the background
+    source.close()
 
 
 def test_offline_later_passes_read_every_row_once_in_a_new_chunk_order():

@@ -6,6 +6,7 @@ batch with a BallTree, as the toolkit does; ``OfflineBatches`` reads queries and
 built with the same seed, so both give the same batches until the cache runs out. After that the
 offline source goes on with the cache's chunks in a seeded random order (a new order per pass).
 """
+import concurrent.futures
 import math
 import typing
 
@@ -69,8 +70,9 @@ class OfflineBatches:
     """Batches read from an open cache reader, a large block of rows at a time.
 
     ``reader`` has ``nqueries``, ``nframes``, ``chunk_rows``, ``seed`` and ``read(start, stop) ->
-    (queries (k, n) float32, nearest (k,) int64)``. Only the current block is held in memory unless
-    ``preload``, which reads the whole cache once. Blocks live on ``device``.
+    (queries (k, n) float32, nearest (k,) int64)``. Only the current block and the next one (read
+    ahead by a background thread) are held in memory unless ``preload``, which reads the whole cache
+    once. Blocks live on ``device``. Call ``close()`` when done.
     """
 
     def __init__(self, reader, *, batch_size, path, device="cpu", block_rows=DEFAULT_BLOCK_ROWS, preload=False):
@@ -82,9 +84,10 @@ class OfflineBatches:
         self.block_chunks = max(1, block_rows // self.chunk_rows)
         self.position = 0
         self._block = _Block(0, 0, None, None)
-        self._orders, self._memory = {}, None
+        self._orders, self._memory, self._ahead = {}, None, None
         if preload:
             self._memory = self._read_rows(0, self.nqueries)
+        self._pool = None if preload else concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cache-read")
 
     def seek(self, step):
         """Make the next batch batch number ``step`` (used when resuming)."""
@@ -105,6 +108,7 @@ class OfflineBatches:
         return self._orders[epoch]
 
     def _read_rows(self, start, stop):
+        # numpy (queries (k, n) float32, nearest (k,) int64); runs in the read-ahead thread too
         if self._memory is not None:
             return self._memory[0][start:stop], self._memory[1][start:stop]
         queries, nearest = self.reader.read(start, stop)
@@ -112,25 +116,44 @@ class OfflineBatches:
         if nearest.size and (nearest.min() < 0 or nearest.max() >= self.nframes):
             raise CorruptCache(self.path, f"rows {start}..{stop - 1} hold neighbour indices outside "
                                           f"0..{self.nframes - 1}; rebuild the cache")
-        queries = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
-        return queries, torch.from_numpy(nearest).to(self.device)
+        return np.ascontiguousarray(queries, dtype=np.float32), nearest
 
-    def _load_block(self, position):
+    def _read_block(self, position):
+        """``(start, queries, nearest)`` numpy of the block holding stream position ``position``."""
         epoch, offset = divmod(position, self.nqueries)
         order, starts = self._layout(epoch)
         first = int(np.searchsorted(starts, offset, side="right")) - 1
-        slots = order[first:first + self.block_chunks]
         runs = []  # merge chunks that follow each other in the file into one read
-        for chunk in slots.tolist():
+        for chunk in order[first:first + self.block_chunks].tolist():
             if runs and runs[-1][1] == chunk:
                 runs[-1][1] = chunk + 1
             else:
                 runs.append([chunk, chunk + 1])
         parts = [self._read_rows(a * self.chunk_rows, min(b * self.chunk_rows, self.nqueries)) for a, b in runs]
-        queries = parts[0][0] if len(parts) == 1 else torch.cat([part[0] for part in parts])
-        nearest = parts[0][1] if len(parts) == 1 else torch.cat([part[1] for part in parts])
-        start = epoch * self.nqueries + int(starts[first])
-        self._block = _Block(start, start + len(nearest), queries, nearest)
+        queries = parts[0][0] if len(parts) == 1 else np.concatenate([part[0] for part in parts])
+        nearest = parts[0][1] if len(parts) == 1 else np.concatenate([part[1] for part in parts])
+        return epoch * self.nqueries + int(starts[first]), queries, nearest
+
+    def _load_block(self, position):
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == position:
+            start, queries, nearest = ahead[1].result()
+        else:
+            if ahead is not None:
+                ahead[1].result()  # one reader call at a time
+            start, queries, nearest = self._read_block(position)
+        self._block = _Block(start, start + len(nearest), torch.from_numpy(queries).to(self.device),
+                             torch.from_numpy(nearest).to(self.device))
+        if self._pool is not None:  # read the next block while this one trains
+            self._ahead = (self._block.stop, self._pool.submit(self._read_block, self._block.stop))
+
+    def close(self):
+        """Wait for the read-ahead (if any) and stop its thread; call before closing the reader."""
+        if self._ahead is not None and not self._ahead[1].cancel():
+            concurrent.futures.wait([self._ahead[1]])
+        self._ahead = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
     def next(self):
         """The next ``Batch``: views of the current block, joined across a block boundary when needed."""

@@ -213,8 +213,10 @@ def _open_source(stack, run, config, *, offline_cache, preload):
     if config.iterations * config.batch_size > reader.nqueries:
         LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are "
                  "read again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
-    return OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
-                          preload=preload)
+    source = OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
+                            preload=preload)
+    stack.callback(source.close)  # before the reader closes: the read-ahead thread may be using it
+    return source
 
 
 def _train(run, source):
