@@ -150,3 +150,18 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path):
 def test_too_few_frames_is_refused():
     with pytest.raises(ValueError, match="at least 240 frames"):
         synthetic.generate_synthetic_database(nframes=100)
+
+
+def test_mirrored_ranges_have_mirrored_features(small):
+    database, raw, _ = small
+    half = len(database.range_starts) // 2
+    original = slice(int(database.range_starts[0]), int(database.range_stops[0]))
+    mirrored = slice(int(database.range_starts[half]), int(database.range_stops[half]))
+    flip_x = np.array([-1.0, 1.0, 1.0])
+    expected = np.concatenate([
+        raw[original, 3:6] * flip_x, raw[original, 0:3] * flip_x,     # feet swap sides
+        raw[original, 9:12] * flip_x, raw[original, 6:9] * flip_x,
+        raw[original, 12:15] * flip_x,
+        raw[original, 15:27] * np.tile([-1.0, 1.0], 6),               # (x, z) pairs
+    ], axis=1)
+    np.testing.assert_allclose(raw[mirrored], expected, atol=2e-4)
