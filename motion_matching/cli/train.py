@@ -89,8 +89,8 @@ def run_training(*, quiet, database_path, **options):
         click.echo(f"{'' if quiet else chr(10)}interrupted after {done.steps:,} iterations; wrote {done.network_path} "
                    f"and {done.checkpoint_path}; continue with --resume {done.checkpoint_path}", err=True)
         sys.exit(INTERRUPTED_EXIT)
-    except KeyboardInterrupt:  # before the first iteration or after the last: no half-written files either way
-        click.echo("\ninterrupted outside the training loop; every file written so far is complete", err=True)
+    except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
+        click.echo("\ninterrupted; the files written so far are complete", err=True)
         sys.exit(INTERRUPTED_EXIT)
     click.echo(("" if quiet else "\n") + describe_result(result))
 

@@ -21,9 +21,9 @@ from ..errors import MotionMatchingError
 from .batches import OfflineBatches, OnlineBatches
 from .checkpoint import save_checkpoint
 from .config import TrainConfig
+from .model import module_to_network
 from .search import make_searcher
 from .train_inputs import load_inputs, open_cache_reader, restore_checkpoint
-from .model import module_to_network
 from .train_objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
 
 LOG = logging.getLogger(__name__)
