@@ -23,14 +23,26 @@ ANGULAR_VELOCITY_WEIGHT = 0.1
 
 def pose_descriptors(database):
     """Per-frame pose information (F, D) float64 from the local bone states of bones 1..B-1."""
-    rotations = np.asarray(database.bone_rotations[:, 1:], dtype=np.float64)
-    matrices = quat.to_xform(quat.normalize(rotations))[..., :, :2]
+    rotations = quat.normalize(np.asarray(database.bone_rotations[:, 1:], dtype=np.float64))
     nframes = rotations.shape[0]
     return np.concatenate([
-        matrices.reshape(nframes, -1),
+        _first_two_columns(rotations).reshape(nframes, -1),
         np.asarray(database.bone_positions[:, 1], dtype=np.float64),
         ANGULAR_VELOCITY_WEIGHT * np.asarray(database.bone_angular_velocities[:, 1:], np.float64).reshape(nframes, -1),
     ], axis=1)
+
+
+def _first_two_columns(q):
+    """The rotated x and y axes (..., 6) of unit quaternions (..., 4): a continuous rotation code."""
+    w, x, y, z = (q[..., index] for index in range(4))
+    columns = np.empty(q.shape[:-1] + (6,))
+    columns[..., 0] = 1 - 2 * (y * y + z * z)
+    columns[..., 1] = 2 * (x * y + w * z)
+    columns[..., 2] = 2 * (x * z - w * y)
+    columns[..., 3] = 2 * (x * y - w * z)
+    columns[..., 4] = 1 - 2 * (x * x + z * z)
+    columns[..., 5] = 2 * (y * z + w * x)
+    return columns
 
 
 def compute_latent(database, *, nlatent=DEFAULT_NLATENT):
