@@ -17,6 +17,7 @@ setup(
         "h5py>=3.6",
         "scikit-learn>=1.1",
         "scipy>=1.5",
+        "threadpoolctl>=3",
     ],
     extras_require={
         "plot": ["matplotlib>=3.5"],
