@@ -39,6 +39,19 @@ def test_interrupted_build_leaves_only_a_partial_file_and_resumes_to_the_same_ca
     assert_same_contents(out, reference[1])
 
 
+def test_ctrl_c_keeps_the_partial_file_releases_the_lock_and_resumes_identically(reference, features_path):
+    out = features_path.parent / "cache.h5"
+
+    def interrupt_after_first_chunk(done, total):
+        if done == CHUNK:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        build(features_path, out, progress=interrupt_after_first_chunk)
+    assert not out.exists() and os.path.exists(f"{out}.partial") and not os.path.exists(f"{out}.lock")
+    assert build(features_path, out).resumed_from == CHUNK
+    assert_same_contents(out, reference[1])
+
+
 def test_progress_reports_each_chunk_starting_from_the_resumed_row(features_path):
     out = features_path.parent / "cache.h5"
     build(features_path, out, stop_after=1)

@@ -58,16 +58,20 @@ class Refusal:
 
     @property
     def command(self):
+        """The rebuild command (str)."""
         return rebuild_command(self.path, features_path=self.features_path, nqueries=self.nqueries,
                                seed=self.seed)
 
     def corrupt(self, problem):
+        """A ``CorruptCache`` for ``problem``, ending with the rebuild command."""
         return CorruptCache(self.path, f"{problem}; run: {self.command}")
 
     def stale(self, problem):
+        """A ``StaleCache`` for ``problem``, ending with the rebuild command."""
         return StaleCache(self.path, f"{problem}; run: {self.command}")
 
     def missing(self, problem):
+        """A ``MissingFile`` for ``problem``, ending with the rebuild command."""
         return MissingFile(self.path, f"{problem}; run: {self.command}")
 
 
