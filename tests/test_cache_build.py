@@ -216,3 +216,14 @@ def test_output_folder_that_does_not_exist_is_named(features_path):
     out = features_path.parent / "no such folder" / "cache.h5"
     with pytest.raises(MissingFile, match=f"^{out}: its folder {out.parent} does not exist$"):
         build(features_path, out)
+
+
+def test_a_full_disk_is_refused_before_writing(features_path, monkeypatch):
+    import shutil
+    import types
+    from motion_matching.errors import MotionMatchingError
+    out = features_path.parent / "cache.h5"
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: types.SimpleNamespace(free=10**6))
+    with pytest.raises(MotionMatchingError, match=f"^{out}.partial: needs 2 MB more but {out.parent} has 1 MB free; "):
+        build(features_path, out)
+    assert not os.path.exists(f"{out}.partial")

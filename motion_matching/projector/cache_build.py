@@ -9,6 +9,7 @@ import datetime
 import importlib.metadata
 import logging
 import os
+import shutil
 import time
 
 import h5py
@@ -183,8 +184,21 @@ def _existing_is_current(out, features_path, wanted, *, force):
     return False
 
 
+def _check_space(partial, wanted):
+    """Raise ``MotionMatchingError`` if the folder of ``partial`` cannot hold the rows still to write."""
+    needed = wanted["nqueries"] * (4 * wanted["nfeatures"] + 4)
+    if os.path.exists(partial):
+        needed -= os.path.getsize(partial)
+    folder = os.path.dirname(os.path.abspath(partial))
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise MotionMatchingError(partial, f"needs {needed / 1e6:,.0f} MB more but {folder} has {free / 1e6:,.0f} MB "
+                                           "free; free some space or choose another --out")
+
+
 def _write_partial(partial, features, searcher, wanted, *, progress, stop_after):
     """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming)``."""
+    _check_space(partial, wanted)
     handle, resumed = _open_partial(partial, wanted, features)
     try:
         if progress is not None:
