@@ -20,7 +20,7 @@ class CacheReader:
     ``features_sha256``, ``backend`` and ``attributes`` (every root attribute). Use as a context manager.
 
     ``read`` keeps the last partly read chunk in memory, so sequential reads of any size read each chunk
-    of the file once.
+    of the file once. Any thread may call ``read``, but only one call at a time.
     """
 
     def __init__(self, path, handle, attributes, refusal):
