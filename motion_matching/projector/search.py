@@ -19,6 +19,7 @@ from ..errors import MotionMatchingError
 from .search_cells import CellSearch
 from .search_exact import CentredFrames, settle
 
+CANDIDATES = 8  # float32 candidates re-ranked in float64 by the brute-force backends
 FAISS_MIN_QUERIES = 8192  # below ~4,700 queries per call faiss leaves its BLAS path and runs 5x slower
 TORCH_BLOCK_ELEMENTS = 1 << 26  # queries x frames per torch distance block (256 MiB of float32)
 
@@ -50,8 +51,9 @@ class BallTreeSearch:
 class FaissFlatSearch:
     """faiss ``IndexFlatL2`` over centred frames, fed at least ``FAISS_MIN_QUERIES`` queries per call.
 
-    faiss gives the two best frames in float32; queries whose two distances are within the float32
-    error bound are settled in float64, so the result is exact.
+    faiss gives the ``CANDIDATES`` best frames in float32; they are re-ranked in float64 and a query
+    whose last candidate is within the float32 error bound of the best is searched in full in float64,
+    so the result is exact.
     """
 
     def __init__(self, features, *, threads=None):
@@ -75,10 +77,8 @@ class FaissFlatSearch:
         padded = centred
         if len(centred) < FAISS_MIN_QUERIES:  # pad with copies: faiss's BLAS path is 5x faster
             padded = np.resize(centred, (FAISS_MIN_QUERIES, centred.shape[1]))
-        distances, indices = self.index.search(padded, 2)
-        distances, indices = distances[:len(centred)].astype(np.float64), indices[:len(centred), 0]
-        second = np.where(indices >= 0, distances[:, 1], np.inf)  # -1: fewer than two frames
-        return settle(self.frames, queries, indices, distances[:, 0], second, norms, lambda _: None)
+        distances, indices = self.index.search(padded, min(CANDIDATES, len(self.frames.exact)))
+        return settle(self.frames, queries, indices[:len(centred)], distances[:len(centred)], norms)
 
 
 @contextlib.contextmanager
@@ -95,7 +95,7 @@ def torch_threads(threads):
 
 
 class TorchBruteSearch:
-    """Brute force with torch in float32 on ``device`` (TF32 off), near-ties settled in float64."""
+    """Brute force with torch in float32 on ``device`` (TF32 off), best candidates settled in float64."""
 
     def __init__(self, features, *, threads=None, device="cpu"):
         import torch
@@ -113,8 +113,9 @@ class TorchBruteSearch:
         queries = _as_queries(queries, self.rows.shape[1])
         centred, norms = self.frames.centre(queries)
         step = max(1, TORCH_BLOCK_ELEMENTS // len(self.rows))
-        values = np.full((len(queries), 2), np.inf)
-        ranked = np.zeros(len(queries), np.int64)
+        count = min(CANDIDATES, len(self.rows))
+        values = np.zeros((len(queries), count))
+        candidates = np.zeros((len(queries), count), np.int64)
         matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = False
         try:
@@ -122,12 +123,12 @@ class TorchBruteSearch:
                 for start in range(0, len(queries), step):
                     block = torch.from_numpy(centred[start:start + step]).to(self.device)
                     ranking = torch.addmm(self.norms, block, self.rows.T, alpha=-2.0)  # |x|^2 - 2 q.x
-                    best = torch.topk(ranking, min(2, len(self.rows)), dim=1, largest=False)
-                    values[start:start + step, :best.values.shape[1]] = best.values.cpu().numpy()
-                    ranked[start:start + step] = best.indices[:, 0].cpu().numpy()
+                    best = torch.topk(ranking, count, dim=1, largest=False, sorted=True)
+                    values[start:start + step] = best.values.cpu().numpy()
+                    candidates[start:start + step] = best.indices.cpu().numpy()
         finally:
             torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
-        return settle(self.frames, queries, ranked, values[:, 0], values[:, 1], norms, lambda _: None)
+        return settle(self.frames, queries, candidates, values + norms[:, None] ** 2, norms)
 
 
 BACKENDS = {"cells": CellSearch, "balltree": BallTreeSearch, "faiss-flat": FaissFlatSearch,

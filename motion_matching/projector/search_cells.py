@@ -1,38 +1,41 @@
 """``cells``: the fast exact default search, k-means cells with radius bounds and grouped GEMMs.
 
-Frames are clustered into cells (faiss k-means) and stored cell by cell; each cell keeps its centroid
-``c`` and radius ``r_c`` (largest frame distance to ``c``). For a block of queries:
+Frames are clustered into cells (faiss k-means) and stored cell by cell, relative to their cell's
+centre ``c``; each cell keeps its radius ``r_c`` (largest frame distance to ``c``). For a block of queries:
 
-1. one GEMM gives every query-centroid distance ``d_qc``; ``d_qc - r_c`` bounds from below the distance
+1. one GEMM gives every query-centre distance ``d_qc``; ``d_qc - r_c`` bounds from below the distance
    to any frame of cell ``c``, and the query's source frame (when given) bounds the answer from above;
-2. queries are grouped by their nearest centroid, and each group is ranked against its cell's frames
-   with one float32 GEMM (``|x|^2 - 2 q.x``), which tightens each query's upper bound;
+2. queries are grouped by their nearest centre and each group is ranked against its cell's frames with
+   one float32 GEMM (``|q-c|^2 + |x-c|^2 - 2 (q-c).(x-c)``), which tightens each query's upper bound;
 3. every other cell whose lower bound does not exceed a query's upper bound is visited the same way,
    cell by cell, with the queries that still need it;
-4. queries whose best and second-best values are within the float32 error bound are settled in float64
-   by direct differences over their candidate cells (``search_exact.settle``), so the result is exact.
+4. a query whose best frame is not ahead of every other frame by more than the float32 error bounds is
+   searched again in float64, and if still tied, by direct differences (``search_exact``); so the
+   result is exact.
 """
 import concurrent.futures
 
 import numpy as np
 
-from .search_exact import UNIT_ROUNDOFF, CentredFrames, settle
+from .search_cells_pass import CellPass
+from .search_exact import UNIT_ROUNDOFF, CentredFrames
 
-QUERY_BLOCK = 16384
-KMEANS_ITERATIONS = 16
+QUERY_BLOCK = 32768
+KMEANS_ITERATIONS = 12
+KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
 KMEANS_SEED = 1234
 MIN_FRAMES_PER_CELL = 40  # faiss k-means wants at least 39 training points per centroid
 
 
 def cell_count(nframes):
-    """Default number of cells for ``nframes`` frames: about ``2 sqrt(F)``, at most ``F / 40``."""
-    return int(max(1, min(nframes // MIN_FRAMES_PER_CELL, round(2.0 * np.sqrt(nframes)))))
+    """Default number of cells for ``nframes`` frames: about ``4.5 sqrt(F)``, at most ``F / 40``."""
+    return int(max(1, min(nframes // MIN_FRAMES_PER_CELL, round(4.5 * np.sqrt(nframes)))))
 
 
 class CellSearch:
     """Exact nearest-frame search over k-means cells (the default backend ``cells``).
 
-    ``threads`` query blocks are searched at once (numpy releases the GIL inside GEMMs).
+    ``threads`` query blocks of ``QUERY_BLOCK`` are searched at once, each with single-threaded BLAS.
     """
 
     def __init__(self, features, *, threads=None, ncells=None):
@@ -43,21 +46,23 @@ class CellSearch:
         counts = np.bincount(assignment, minlength=len(centroids))
         keep = counts > 0
         self.starts = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
-        self.centroids = np.ascontiguousarray(centroids[keep])
-        self.centroid_norms = np.einsum("ij,ij->i", self.centroids, self.centroids)
-        self.scaled = np.ascontiguousarray(-2.0 * self.frames.frames[self.order])  # exact in float32
-        self.norms = self.frames.norms[self.order]
-        offsets = self.frames.frames[self.order].astype(np.float64) - np.repeat(
-            self.centroids.astype(np.float64), counts[keep], axis=0)
-        distances = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
-        radii = np.maximum.reduceat(distances, self.starts[:-1]) * (1.0 + 1e-6)  # round up in float32
-        self.radii = radii.astype(np.float32)
+        self.centroids = np.ascontiguousarray(centroids[keep])  # relative to the frames' mean
+        centroid_norms = np.einsum("ij,ij->i", self.centroids, self.centroids)
+        self.augmented_centroids = np.concatenate(  # (n + 2, C): -2 c, 1, |c|^2
+            [-2.0 * self.centroids.T, np.ones((1, len(centroid_norms))), centroid_norms[None]]).astype(np.float32)
+        self.centres = self.centroids.astype(np.float64) + self.frames.mean  # (C, n) float64, absolute
+        offsets = self.frames.exact[self.order] - np.repeat(self.centres, counts[keep], axis=0)
+        lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
+        self.radii64 = np.maximum.reduceat(lengths, self.starts[:-1])
+        self.radii = (self.radii64 * (1.0 + 1e-6)).astype(np.float32)  # rounded up in float32
+        self.rows = {dtype: _scaled_rows(offsets, dtype) for dtype in (np.float32, np.float64)}
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n) float32.
 
         ``sources`` (m,) int64, the frame each query was made from, gives a first upper bound.
         """
+        from threadpoolctl import threadpool_limits
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         nfeatures = self.frames.frames.shape[1]
         if queries.ndim != 2 or queries.shape[1] != nfeatures:
@@ -67,12 +72,33 @@ class CellSearch:
             raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
         blocks = [slice(start, start + QUERY_BLOCK) for start in range(0, len(queries), QUERY_BLOCK)]
         jobs = [(queries[block], None if sources is None else sources[block]) for block in blocks]
-        if self.threads == 1 or len(jobs) < 2:
-            parts = [_BlockSearch(self, *job).run() for job in jobs]
-        else:
-            with concurrent.futures.ThreadPoolExecutor(self.threads) as pool:
-                parts = list(pool.map(lambda job: _BlockSearch(self, *job).run(), jobs))
+        with threadpool_limits(limits=1, user_api="blas"):  # threads over blocks beat threaded BLAS
+            if self.threads == 1 or len(jobs) < 2:
+                parts = [self._search_block(*job) for job in jobs]
+            else:
+                with concurrent.futures.ThreadPoolExecutor(self.threads) as pool:
+                    parts = list(pool.map(lambda job: self._search_block(*job), jobs))
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _search_block(self, queries, sources):
+        """Exact nearest frames (m,) int64 of one block of queries (m, n) float32."""
+        bounds = _Bounds(self, queries, sources)
+        result = CellPass(self, bounds, np.arange(len(queries)), np.float32).run()
+        ambiguous = np.flatnonzero(result.ambiguous())
+        if len(ambiguous):
+            again = CellPass(self, bounds, ambiguous, np.float64).run()
+            result.ranked[ambiguous] = again.ranked
+            for position in ambiguous[again.ambiguous()]:
+                rows = bounds.candidate_rows(position)
+                result.ranked[position] = self.frames.nearest_float64(queries[position:position + 1], rows)[0]
+        return result.ranked
+
+
+def _scaled_rows(offsets, dtype):
+    """Frames relative to their centre, times -2, (F, n) and their squared norms (F,), in ``dtype``."""
+    rounded = offsets.astype(dtype)
+    norms = np.einsum("ij,ij->i", rounded.astype(np.float64), rounded.astype(np.float64)).astype(dtype)
+    return np.ascontiguousarray(-2 * rounded), norms
 
 
 def _kmeans(frames, ncells):
@@ -82,90 +108,54 @@ def _kmeans(frames, ncells):
         return frames.mean(axis=0, keepdims=True).astype(np.float32), np.zeros(len(frames), np.int64)
     import faiss
     kmeans = faiss.Kmeans(frames.shape[1], ncells, niter=KMEANS_ITERATIONS, seed=KMEANS_SEED,
-                          verbose=False)
+                          verbose=False, max_points_per_centroid=KMEANS_SAMPLE_PER_CELL)
     kmeans.train(frames)
     _, assignment = kmeans.index.search(frames, 1)
     return np.ascontiguousarray(kmeans.centroids, dtype=np.float32), assignment[:, 0].astype(np.int64)
 
 
-class _BlockSearch:
-    """The search state of one block of queries: bounds, best values and the visits that update them."""
+class _Bounds:
+    """Per-block bounds: ``lower`` (m, C) float32, each query's distance to each cell's centre minus the
+    cell's radius (a lower bound on its distance to the cell's frames once ``slack`` (m,) is taken off),
+    ``upper`` (m,) float32 bounds on the distance to the nearest frame (updated by the passes),
+    ``nearest_cell`` (m,) int64, and the queries as ``exact`` (m, n) float64 and ``centred`` (m, n)
+    float32 (minus the frames' mean) with ``centred_norms`` (m,) float64."""
 
     def __init__(self, index, queries, sources):
         self.index, self.queries = index, queries
-        self.centred, self.qnorm = index.frames.centre(queries)
-        self.tolerance = index.frames.tolerance(self.qnorm)
-        # distance slack for centring the float32 queries and frames (a few roundoffs of their norms)
-        self.slack = (4.0 * UNIT_ROUNDOFF * (self.qnorm + index.frames.radius)).astype(np.float32)
-        self.best = np.full(len(queries), np.inf)
-        self.second = np.full(len(queries), np.inf)
-        self.ranked = np.zeros(len(queries), np.int64)
-        self._bound(sources)
-
-    def _bound(self, sources):
-        """Lower bounds (m, C) per cell, upper bounds (m,) and nearest cells (m,) of the block."""
-        index = self.index
-        squared = self.centred @ (-2.0 * index.centroids.T)
-        squared += index.centroid_norms
-        squared += (self.qnorm ** 2).astype(np.float32)[:, None]
+        self.exact = queries.astype(np.float64)
+        self.centred, self.centred_norms = index.frames.centre(queries)
+        augmented = np.empty((len(queries), self.centred.shape[1] + 2), np.float32)
+        augmented[:, :-2], augmented[:, -2], augmented[:, -1] = self.centred, self.centred_norms ** 2, 1.0
+        squared = augmented @ index.augmented_centroids  # (m, C): |q|^2 + |c|^2 - 2 q.c
         self.nearest_cell = squared.argmin(axis=1)
-        error = self.tolerance.astype(np.float32)[:, None]
-        upper = np.sqrt(squared + error) + index.radii
-        self.upper = upper.min(axis=1) + self.slack
-        squared -= error
         np.maximum(squared, 0.0, out=squared)
         lower = np.sqrt(squared, out=squared)
         lower -= index.radii
-        lower -= self.slack[:, None]
         self.lower = lower
+        # error of the squared distances (float32 error bound), then a few roundoffs of the norms involved
+        self.slack = (np.sqrt(index.frames.tolerance(self.centred_norms)) +
+                      4.0 * UNIT_ROUNDOFF * (self.centred_norms + index.frames.radius)).astype(np.float32)
+        self.upper = np.full(len(queries), np.inf, np.float32)
         if sources is not None:  # the exact float64 distance to the source frame
-            offsets = self.queries - index.frames.exact[sources]
+            offsets = self.exact - index.frames.exact[sources]
             own = np.sqrt(np.einsum("ij,ij->i", offsets, offsets)) * (1.0 + 1e-6)
-            self.upper = np.minimum(self.upper, own.astype(np.float32))
+            self.upper = own.astype(np.float32)
 
-    def run(self):
-        """Exact nearest frames (m,) int64 of the block's queries."""
-        grouping = np.argsort(self.nearest_cell, kind="stable")
-        counts = np.bincount(self.nearest_cell, minlength=len(self.index.radii))
-        ends = np.cumsum(counts)
-        for cell in np.flatnonzero(counts):
-            self._visit(cell, grouping[ends[cell] - counts[cell]:ends[cell]])
-        self.lower[np.arange(len(self.lower)), self.nearest_cell] = np.inf
-        cells, members = np.nonzero((self.lower <= self.upper[:, None]).T)
-        bounds = np.searchsorted(cells, np.arange(len(self.index.radii) + 1))
-        for cell in np.unique(cells):
-            group = members[bounds[cell]:bounds[cell + 1]]
-            group = group[self.lower[group, cell] <= self.upper[group]]
-            if len(group):
-                self._visit(cell, group)
-        self.lower[np.arange(len(self.lower)), self.nearest_cell] = -np.inf
-        return settle(self.index.frames, self.queries, self.ranked, self.best, self.second, self.qnorm,
-                      self._candidates)
-
-    def _visit(self, cell, group):
-        """Rank the frames of ``cell`` for the queries ``group`` (k,) and update their bounds."""
+    def candidate_rows(self, position):
+        """Frame indices (k,) int64 that may hold the nearest frame of query ``position``."""
+        cells = np.flatnonzero(self.lower[position] <= self.upper[position] + self.slack[position])
+        cells = np.union1d(cells, [self.nearest_cell[position]])
         index = self.index
-        start, stop = index.starts[cell], index.starts[cell + 1]
-        values = self.centred[group] @ index.scaled[start:stop].T  # (k, rows): -2 q.x
-        values += index.norms[start:stop]
-        where = values.argmin(axis=1)
-        smallest = values[np.arange(len(group)), where].astype(np.float64)
-        best = self.best[group]
-        improved = smallest < best
-        runner_up = np.minimum(self.second[group], smallest)  # when not improved
-        if improved.any():
-            rows = values[improved]
-            rows[np.arange(len(rows)), where[improved]] = np.inf
-            runner_up[improved] = np.minimum(best[improved], rows.min(axis=1))
-        self.second[group] = runner_up
-        self.best[group] = np.minimum(best, smallest)
-        self.ranked[group[improved]] = index.order[start + where[improved]]
-        reach = np.sqrt(self.best[group] + self.qnorm[group] ** 2 + self.tolerance[group]) + self.slack[group]
-        self.upper[group] = np.minimum(self.upper[group], reach.astype(np.float32))
+        return np.concatenate([index.order[index.starts[cell]:index.starts[cell + 1]] for cell in cells])
 
-    def _candidates(self, position):
-        """Frame rows (k,) int64 that may hold the nearest frame of query ``position`` of the block."""
-        cells = np.flatnonzero(self.lower[position] <= self.upper[position])
-        index = self.index
-        rows = [index.order[index.starts[cell]:index.starts[cell + 1]] for cell in cells]
-        return np.concatenate(rows)
+
+def _argmin_columns(matrix):
+    """Row index (m,) int64 of the smallest entry of each column of ``matrix`` (C, m), any if tied.
+
+    ``argmin(axis=0)`` would copy the transposed matrix; a column minimum and one comparison do not.
+    """
+    rows, columns = np.nonzero(matrix == matrix.min(axis=0))
+    result = np.zeros(matrix.shape[1], np.int64)
+    result[columns] = rows
+    return result

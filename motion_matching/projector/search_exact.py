@@ -76,16 +76,24 @@ class CentredFrames:
         return where
 
 
-def settle(frames, queries, ranked, best, second, query_norms, candidates):
-    """Final indices (m,) int64: ``ranked`` where ``second - best`` exceeds the tolerance, else float64.
+def settle(frames, queries, candidates, approximate, query_norms):
+    """Exact nearest frames (m,) int64 from float32 candidates, re-ranked by float64 direct differences.
 
-    ``best`` and ``second`` (m,) are the smallest and second smallest ranking values seen; ``candidates``
-    is a callable giving, for one query position, the frame rows that may hold its nearest frame (or
-    None for all frames).
+    ``candidates`` (m, k) int64 are the k best frames of each query by ``approximate`` (m, k) squared
+    distances (ascending; -1 marks a missing candidate), each within half of ``frames.tolerance``
+    of the truth. Every other frame is then at least ``approximate[:, -1]`` minus that error away, so
+    the best candidate is exact when its float64 distance is below that; other queries (rare: many
+    near-ties) are searched in full in float64.
     """
-    result = np.asarray(ranked, dtype=np.int64).copy()
-    ambiguous = np.flatnonzero(second - best <= frames.tolerance(query_norms))
-    for position in ambiguous:
-        rows = candidates(position)
-        result[position] = frames.nearest_float64(queries[position:position + 1], rows)[0]
+    queries = np.asarray(queries, dtype=np.float64)
+    present = candidates >= 0
+    rows = np.where(present, candidates, 0)
+    offsets = queries[:, None, :] - frames.exact[rows]
+    distances = np.where(present, np.einsum("ijk,ijk->ij", offsets, offsets), np.inf)
+    choice = distances.argmin(axis=1)
+    result = rows[np.arange(len(rows)), choice]
+    floor = np.where(present[:, -1], approximate[:, -1] - frames.tolerance(query_norms) / 2, np.inf)
+    unsure = np.flatnonzero(distances[np.arange(len(rows)), choice] > floor)
+    if len(unsure):
+        result[unsure] = frames.nearest_float64(queries[unsure])
     return result
