@@ -7,7 +7,7 @@ batch 32 and batch 1024, with the toolkit's network and settings. Rates skip the
 (warm-up). Prints medians and the ratios offline / pure (1.00: the data path is free) and
 offline / online, by wall clock and by this process's CPU time (the CPU clock is the steadier one on a
 shared machine, as other processes' load does not count against it). Then, in subprocesses, the peak resident memory of offline training from a larger
-cache, streamed and with ``--preload``.
+cache: after one iteration, and after a whole pass streamed and preloaded (streaming should stay flat).
 
     python benchmarks/bench_train.py [--frames 30000] [--steps-small 300] [--steps-large 20] [--repeats 3]
                                      [--memory-queries 1000000] [--threads 1] [--json FILE]
@@ -78,24 +78,25 @@ def train_rate(config, paths, out_dir, *, offline_cache=None):
 
 
 MEMORY_SCRIPT = """
-import resource, sys
+import sys
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
 features, latent, cache_path, out, mode, iterations = sys.argv[1:7]
 config = TrainConfig(iterations=int(iterations), batch_size=4096, hidden=32, hidden_layers=1, save_every=10**9,
                      checkpoint_every=10**9)
 train_projector(config, features_path=features, latent_path=latent, out_dir=out, held_out_queries=0,
-                offline_cache=None if mode == "baseline" else cache_path, preload=mode == "preload")
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                offline_cache=cache_path, preload=mode == "preload")
+with open("/proc/self/status") as status:  # VmHWM restarts at exec; ru_maxrss keeps the parent's peak
+    print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024)
 """
 
 
 def peak_memory_mib(paths, cache_path, out_dir, *, mode, nqueries):
     """Peak resident MiB of a subprocess training one pass over the cache (tiny network, batch 4096).
 
-    ``mode``: "stream", "preload", or "baseline" (one online iteration: everything but the cache).
+    ``mode``: "stream", "preload", or "one-step" (streamed, a single iteration: the first two blocks).
     """
-    iterations = 1 if mode == "baseline" else nqueries // 4096 + 1
+    iterations = 1 if mode == "one-step" else nqueries // 4096 + 1
     arguments = [*paths, cache_path, out_dir, mode, str(iterations)]
     output = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, *arguments], check=True, capture_output=True,
                             text=True).stdout
@@ -131,7 +132,7 @@ def memory_row(paths, folder, *, nqueries):
     cache.build_cache(paths[0], out=cache_path, nqueries=nqueries)
     out_dir = os.path.join(folder, "memory")
     row = {"cache_queries": nqueries, "cache_mib": os.path.getsize(cache_path) / 2 ** 20}
-    for mode in ("baseline", "stream", "preload"):
+    for mode in ("one-step", "stream", "preload"):
         row[f"{mode}_peak_rss_mib"] = peak_memory_mib(paths, cache_path, out_dir, mode=mode, nqueries=nqueries)
     return row
 
@@ -161,7 +162,7 @@ def main(frames, steps_small, steps_large, repeats, memory_queries, threads, jso
                        f"{row['offline_over_pure_' + clock]:>13.3f} {row['offline_over_online_' + clock]:>15.2f}")
     if memory:
         click.echo(f"memory: cache of {memory['cache_queries']:,} queries = {memory['cache_mib']:.0f} MiB; peak RSS: "
-                   f"without cache {memory['baseline_peak_rss_mib']:.0f} MiB, streamed "
+                   f"one iteration {memory['one-step_peak_rss_mib']:.0f} MiB, a whole pass streamed "
                    f"{memory['stream_peak_rss_mib']:.0f} MiB, preloaded {memory['preload_peak_rss_mib']:.0f} MiB")
     if json_path:
         with open(json_path, "w") as stream:
