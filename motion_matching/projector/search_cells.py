@@ -48,14 +48,22 @@ class CellSearch:
         self.starts = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
         self.centroids = np.ascontiguousarray(centroids[keep])  # relative to the frames' mean
         centroid_norms = np.einsum("ij,ij->i", self.centroids, self.centroids)
-        self.augmented_centroids = np.concatenate(  # (n + 2, C): -2 c, 1, |c|^2
-            [-2.0 * self.centroids.T, np.ones((1, len(centroid_norms))), centroid_norms[None]]).astype(np.float32)
+        self.augmented_centroids = np.concatenate(  # (n + 2, C): -2 c, |c|^2, 1
+            [-2.0 * self.centroids.T, centroid_norms[None], np.ones((1, len(centroid_norms)))]).astype(np.float32)
         self.centres = self.centroids.astype(np.float64) + self.frames.mean  # (C, n) float64, absolute
+        self.scaled_centroids = -2.0 * self.centroids  # exact in float32
         offsets = self.frames.exact[self.order] - np.repeat(self.centres, counts[keep], axis=0)
         lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
         self.radii64 = np.maximum.reduceat(lengths, self.starts[:-1])
         self.radii = (self.radii64 * (1.0 + 1e-6)).astype(np.float32)  # rounded up in float32
-        self.rows = {dtype: _scaled_rows(offsets, dtype) for dtype in (np.float32, np.float64)}
+        self.reach = (np.sqrt(centroid_norms.astype(np.float64)) + self.radii64) * (1.0 + 1e-6)  # >= |x - mean|
+        self.rows64 = _scaled_rows(offsets, np.float64)
+        # float32 rows for the first pass: [-2 (x - c), |x - mean|^2], so [q - mean, 1] @ rows.T - 2 (q - mean).c
+        # is |q - x|^2 - |q - mean|^2, with the large dot product (q - mean).c done once per visit
+        centred = self.frames.exact[self.order] - self.frames.mean
+        self.rows32 = np.empty((len(offsets), offsets.shape[1] + 1), np.float32)
+        self.rows32[:, :-1] = -2.0 * offsets
+        self.rows32[:, -1] = np.einsum("ij,ij->i", centred, centred)
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n) float32.
@@ -115,36 +123,56 @@ def _kmeans(frames, ncells):
 
 
 class _Bounds:
-    """Per-block bounds: ``lower`` (m, C) float32, each query's distance to each cell's centre minus the
-    cell's radius (a lower bound on its distance to the cell's frames once ``slack`` (m,) is taken off),
-    ``upper`` (m,) float32 bounds on the distance to the nearest frame (updated by the passes),
-    ``nearest_cell`` (m,) int64, and the queries as ``exact`` (m, n) float64 and ``centred`` (m, n)
-    float32 (minus the frames' mean) with ``centred_norms`` (m,) float64."""
+    """Per-block bounds and query forms.
+
+    ``lower`` (C, m) float32: each query's distance to each cell's centre minus the cell's radius, a
+    lower bound on its distance to the cell's frames up to the float32 error handled by ``reach``
+    (+inf at the query's ``nearest_cell`` (m,) int64, which is visited first); ``upper`` (m,) float32
+    bounds on the distance to the nearest frame, tightened by the passes through ``tighten``, and
+    ``reach`` (m,) float32 the matching threshold on ``lower``. Queries as ``exact`` (m, n) float64,
+    ``augmented`` (m, n + 1) float32 ``[q - mean, 1]`` and ``centred_norms`` (m,) float64 ``|q - mean|``.
+    """
 
     def __init__(self, index, queries, sources):
         self.index, self.queries = index, queries
         self.exact = queries.astype(np.float64)
-        self.centred, self.centred_norms = index.frames.centre(queries)
-        augmented = np.empty((len(queries), self.centred.shape[1] + 2), np.float32)
-        augmented[:, :-2], augmented[:, -2], augmented[:, -1] = self.centred, self.centred_norms ** 2, 1.0
-        squared = augmented @ index.augmented_centroids  # (m, C): |q|^2 + |c|^2 - 2 q.c
-        self.nearest_cell = squared.argmin(axis=1)
+        centred, self.centred_norms = index.frames.centre(queries)
+        augmented = np.empty((len(queries), centred.shape[1] + 2), np.float32)
+        augmented[:, :-2], augmented[:, -2], augmented[:, -1] = centred, 1.0, self.centred_norms ** 2
+        self.augmented = np.ascontiguousarray(augmented[:, :-1])
+        squared = index.augmented_centroids.T @ augmented.T  # (C, m): |q|^2 + |c|^2 - 2 q.c
+        self.nearest_cell = _argmin_columns(squared)
         np.maximum(squared, 0.0, out=squared)
         lower = np.sqrt(squared, out=squared)
-        lower -= index.radii
+        lower -= index.radii[:, None]
+        lower[self.nearest_cell, np.arange(len(queries))] = np.inf
         self.lower = lower
-        # error of the squared distances (float32 error bound), then a few roundoffs of the norms involved
-        self.slack = (np.sqrt(index.frames.tolerance(self.centred_norms)) +
-                      4.0 * UNIT_ROUNDOFF * (self.centred_norms + index.frames.radius)).astype(np.float32)
+        self.squared_error = index.frames.tolerance(self.centred_norms)  # of ``squared`` above
+        self.rounding = 4.0 * UNIT_ROUNDOFF * (self.centred_norms + index.frames.radius)
         self.upper = np.full(len(queries), np.inf, np.float32)
+        self.reach = np.full(len(queries), np.inf, np.float32)
         if sources is not None:  # the exact float64 distance to the source frame
             offsets = self.exact - index.frames.exact[sources]
             own = np.sqrt(np.einsum("ij,ij->i", offsets, offsets)) * (1.0 + 1e-6)
-            self.upper = own.astype(np.float32)
+            self.tighten(np.arange(len(queries)), own)
+
+    def tighten(self, where, distances):
+        """Lower ``upper`` of queries ``where`` (k,) to ``distances`` (k,) float64 where smaller.
+
+        ``reach`` follows: with ``D^2`` within ``e`` of the true squared distance to a centre, a cell
+        can be skipped when ``(upper + r + s)^2 - e >= (upper + r)^2``, so ``s = e / (2 upper)`` (or
+        ``sqrt(e)``) will do, plus a few roundoffs.
+        """
+        upper = np.minimum(self.upper[where], distances)
+        self.upper[where] = upper
+        error = self.squared_error[where]
+        with np.errstate(divide="ignore"):
+            slack = np.minimum(np.sqrt(error), error / (2.0 * upper))
+        self.reach[where] = upper + slack + self.rounding[where]
 
     def candidate_rows(self, position):
         """Frame indices (k,) int64 that may hold the nearest frame of query ``position``."""
-        cells = np.flatnonzero(self.lower[position] <= self.upper[position] + self.slack[position])
+        cells = np.flatnonzero(self.lower[:, position] <= self.reach[position])
         cells = np.union1d(cells, [self.nearest_cell[position]])
         index = self.index
         return np.concatenate([index.order[index.starts[cell]:index.starts[cell + 1]] for cell in cells])

@@ -19,10 +19,9 @@ class CellPass:
         self.index, self.bounds, self.positions, self.dtype = index, bounds, positions, dtype
         # error of |q-c|^2 + |x-c|^2 - 2 (q-c).(x-c) in units of (|q-c| + r_c)^2: n-term dot product,
         # norms, additions and the rounding of both offsets, doubled for safety
-        self.units = 2.0 * (index.frames.frames.shape[1] + 6) * ROUNDOFF[dtype]
-        # float32 query offsets come from queries already centred on the frames' mean: their error adds
-        # about 2 u (|q - mean| + |q - c|) to |q - x|, so 3 u (|q-c| + r_c)(|q - mean| + |q-c| + r_c) here
-        self.centring_units = 3.0 * ROUNDOFF[dtype] if dtype == np.float32 else 0.0
+        self.nfeatures = index.frames.frames.shape[1]
+        self.units = 2.0 * (self.nfeatures + 6) * ROUNDOFF[np.float64]  # the float64 pass
+        self.units32 = 2.0 * ROUNDOFF[np.float32]
         self.best = np.full(len(positions), np.inf)
         self.best_error = np.zeros(len(positions))
         self.low = np.full(len(positions), np.inf)
@@ -40,43 +39,30 @@ class CellPass:
         ends = np.cumsum(counts)
         for cell in np.flatnonzero(counts):
             self._visit(cell, grouping[ends[cell] - counts[cell]:ends[cell]])
-        full = len(self.positions) == len(self.bounds.upper)
-        lower = self.bounds.lower if full else self.bounds.lower[self.positions]  # (k, C)
-        upper = self.bounds.upper[self.positions] + self.bounds.slack[self.positions]
-        needed = lower <= upper[:, None]
-        needed[np.arange(len(nearest)), nearest] = False
-        members, cells = np.nonzero(needed)
-        del needed
-        by_cell = np.argsort(cells.astype(np.int16 if len(self.index.radii) < 2 ** 15 else np.int32),
-                             kind="stable")  # a radix sort
-        members, cells = members[by_cell], cells[by_cell]
-        bounds = np.searchsorted(cells, np.arange(len(self.index.radii) + 1))
-        for cell in np.flatnonzero(np.diff(bounds)):
-            group = members[bounds[cell]:bounds[cell + 1]]
-            where_in_block = self.positions[group]
-            group = group[lower[group, cell] <= self.bounds.upper[where_in_block] + self.bounds.slack[where_in_block]]
+        if len(self.positions) == len(self.bounds.upper):
+            for cell in range(len(self.index.radii)):
+                group = np.flatnonzero(self.bounds.lower[cell] <= self.bounds.reach)
+                if len(group):
+                    self._visit(cell, group)
+            return self
+        lower = self.bounds.lower[:, self.positions]  # (C, k)
+        for cell in range(len(self.index.radii)):
+            group = np.flatnonzero(lower[cell] <= self.bounds.reach[self.positions])
             if len(group):
                 self._visit(cell, group)
         return self
 
     def _visit(self, cell, group):
         """Rank the frames of ``cell`` for the queries ``group`` (g,) of this pass; update their state."""
-        index, where_in_block = self.index, self.positions[group]
+        index, bounds, where_in_block = self.index, self.bounds, self.positions[group]
         start, stop = index.starts[cell], index.starts[cell + 1]
-        scaled, norms = index.rows[self.dtype]
         if self.dtype == np.float32:
-            offsets = self.bounds.centred[where_in_block] - index.centroids[cell]
+            values, offset_norms, error = self._values32(cell, where_in_block, start, stop)
         else:
-            offsets = self.bounds.exact[where_in_block] - index.centres[cell]
-        offset_norms = np.einsum("ij,ij->i", offsets, offsets).astype(np.float64)
-        values = offsets @ scaled[start:stop].T  # (g, rows): -2 (q-c).(x-c)
-        values += norms[start:stop]
+            values, offset_norms, error = self._values64(cell, where_in_block, start, stop)
         every = np.arange(len(group))
         where = values.argmin(axis=1)
         smallest = values[every, where] + offset_norms
-        reach = np.sqrt(offset_norms) + index.radii64[cell]
-        centring = self.centring_units * (self.bounds.centred_norms[where_in_block] + reach)
-        error = reach * (self.units * reach + centring)
         best = self.best[group]
         improved = smallest < best
         low = np.minimum(self.low[group], np.where(improved, best - self.best_error[group], smallest - error))
@@ -88,5 +74,30 @@ class CellPass:
             self.best_error[group[improved]] = error[improved]
             self.ranked[group[improved]] = index.order[start + where[improved]]
         self.low[group] = low
-        found = np.sqrt(self.best[group] + self.best_error[group]) * (1.0 + 1e-6)  # rounded up in float32
-        self.bounds.upper[where_in_block] = np.minimum(self.bounds.upper[where_in_block], found)
+        bounds.tighten(where_in_block, np.sqrt(self.best[group] + self.best_error[group]) * (1.0 + 1e-6))
+
+    def _values32(self, cell, where_in_block, start, stop):
+        """float32 ranking (g, rows) of a cell's frames, the (g,) float64 term completing them to squared
+        distances, and the (g,) float64 error bound of the sums."""
+        bounds, index = self.bounds, self.index
+        operand = np.take(bounds.augmented, where_in_block, axis=0)  # (g, n + 1): [q - mean, 1]
+        values = operand @ index.rows32[start:stop].T  # |x - mean|^2 - 2 (q - mean).(x - c)
+        cross = operand[:, :-1] @ index.scaled_centroids[cell]  # -2 (q - mean).c
+        norm = bounds.centred_norms[where_in_block]
+        # |q - x|^2 error bound: the (n + 1)-term GEMM (2 |q| r_c + |x|^2), the cross term (2 |q| |c|),
+        # the roundings of stored values and sums, and the centring of q; all norms relative to the
+        # mean, |x| <= |c| + r_c = reach; then doubled for safety
+        reach = index.reach[cell]
+        error = self.units32 * ((self.nfeatures + 5) * reach * (reach + 4 * norm) + 2 * norm ** 2)
+        return values, cross + norm ** 2, error
+
+    def _values64(self, cell, where_in_block, start, stop):
+        """Like ``_values32`` in float64 on offsets from the cell's centre (exact inputs)."""
+        index = self.index
+        scaled, norms = index.rows64
+        offsets = self.bounds.exact[where_in_block] - index.centres[cell]
+        offset_norms = np.einsum("ij,ij->i", offsets, offsets)
+        values = offsets @ scaled[start:stop].T  # (g, rows): -2 (q-c).(x-c)
+        values += norms[start:stop]
+        reach = np.sqrt(offset_norms) + index.radii64[cell]
+        return values, offset_norms, self.units * reach ** 2
