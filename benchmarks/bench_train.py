@@ -6,8 +6,9 @@ and in one process: the pure model step (forward, losses, backward, AdamW on one
 batch 32 and batch 1024, with the toolkit's network and settings. Rates skip the first 10 iterations
 (warm-up). Prints medians and the ratios offline / pure (1.00: the data path is free) and
 offline / online, by wall clock and by this process's CPU time (the CPU clock is the steadier one on a
-shared machine, as other processes' load does not count against it). Then, in subprocesses, the peak resident memory of offline training from a larger
-cache: after one iteration, and after a whole pass streamed and preloaded (streaming should stay flat).
+shared machine, as other processes' load does not count against it). Then, in subprocesses, the peak
+resident memory of offline training from a larger cache: after one iteration, and after a whole pass
+streamed and preloaded (streaming should stay flat).
 
     python benchmarks/bench_train.py [--frames 30000] [--steps-small 300] [--steps-large 20] [--repeats 3]
                                      [--memory-queries 1000000] [--threads 1] [--json FILE]
@@ -42,7 +43,8 @@ def synthetic_inputs(folder, nframes, *, nfeatures=27, nlatent=32, seed=0):
     X = (centres[rng.integers(0, len(centres), nframes)] + walk - walk.mean(0)).astype(np.float32)
     Z = (rng.standard_normal((nframes, nlatent)) * 0.25).astype(np.float32)
     paths = os.path.join(folder, "features.bin"), os.path.join(folder, "latent.bin")
-    formats.save_features(paths[0], formats.Features(X, np.zeros(nfeatures, np.float32), np.ones(nfeatures, np.float32)))
+    zeros = np.zeros(nfeatures, np.float32)
+    formats.save_features(paths[0], formats.Features(X, zeros, zeros + 1))
     formats.save_latent(paths[1], Z)
     return paths
 
@@ -142,7 +144,8 @@ def memory_row(paths, folder, *, nqueries):
 @click.option("--steps-small", default=300, show_default=True, help="Timed iterations at batch 32.")
 @click.option("--steps-large", default=20, show_default=True, help="Timed iterations at batch 1024.")
 @click.option("--repeats", default=3, show_default=True, help="Repeats; medians are reported.")
-@click.option("--memory-queries", default=1_000_000, show_default=True, help="Rows of the memory test's cache (0: skip).")
+@click.option("--memory-queries", default=1_000_000, show_default=True,
+              help="Rows of the memory test's cache (0: skip).")
 @click.option("--threads", default=1, show_default=True, help="torch threads (the toolkit uses 1).")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
 def main(frames, steps_small, steps_large, repeats, memory_queries, threads, json_path):

@@ -115,6 +115,7 @@ class _Run:
         return terms
 
     def after_step(self, i, terms):
+        """The toolkit's bookkeeping after iteration ``i``: rolling loss, logs, saves, schedule; then checkpoints."""
         loss = terms.loss.item()
         self.rolling = loss if self.rolling is None else self.rolling * ROLLING_KEEP + loss * ROLLING_NEW
         self.last_loss = loss
@@ -145,15 +146,18 @@ class _Run:
                 self.progress(self.report(self.step - first))
 
     def report(self, done):
+        """A ``Progress`` after ``done`` iterations in this session."""
         rate = done / self.seconds if self.seconds > 0 else 0.0
         eta = (self.config.iterations - self.step) / rate if rate > 0 else float("inf")
         return Progress(self.step, self.config.iterations, self.last_loss, self.rolling,
                         self.optimizer.param_groups[0]["lr"], rate, eta)
 
     def write_network(self):
+        """Write projector.bin (runtime layout, atomically)."""
         formats.save_network(self.network_path, module_to_network(self.module))
 
     def write_checkpoint(self):
+        """Write projector_checkpoint.pt (atomically) with everything a resume needs."""
         rng = {"torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
@@ -163,16 +167,19 @@ class _Run:
         LOG.debug("checkpoint after %d iterations written to %s", self.step, self.checkpoint_path)
 
     def nearest_searcher(self):
+        """The run's BallTree (the online source's, or one built on first use)."""
         if self.searcher is None:
             self.searcher = make_searcher(self.inputs.X, backend="balltree")
         return self.searcher
 
     def write_plots(self, i):
+        """Write projector_X.png and projector_Z.png."""
         from .plots import write_prediction_plots  # matplotlib only when asked for
         write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
                                searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i)
 
     def log_tensorboard(self, i, terms):
+        """Log the loss and its terms at iteration ``i``, as the toolkit does."""
         if self.writer is None:
             from torch.utils.tensorboard import SummaryWriter
             self.writer = SummaryWriter(self.tensorboard)
@@ -181,6 +188,7 @@ class _Run:
                                                          "dist": terms.dist.item()}, i)
 
     def result(self, held_out=None):
+        """The ``TrainResult`` of the run so far."""
         return TrainResult(self.network_path, self.checkpoint_path, self.step,
                            float("nan") if self.rolling is None else self.rolling, held_out, self.seconds,
                            self.source_name)
@@ -211,8 +219,8 @@ def _open_source(stack, run, config, *, offline_cache, preload):
     reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
     run.source_name = "offline"
     if config.iterations * config.batch_size > reader.nqueries:
-        LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are "
-                 "read again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
+        LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are read "
+                 "again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
     source = OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
                             preload=preload)
     stack.callback(source.close)  # before the reader closes: the read-ahead thread may be using it
