@@ -24,7 +24,7 @@ QUERY_BLOCK = 32768
 KMEANS_ITERATIONS = 12
 KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
 KMEANS_SEED = 1234
-MIN_FRAMES_PER_CELL = 40  # faiss k-means wants at least 39 training points per centroid
+MIN_FRAMES_PER_CELL = 20  # k-means needs enough frames per cell to place centroids well
 
 
 def cell_count(nframes):
@@ -57,7 +57,6 @@ class CellSearch:
         self.radii64 = np.maximum.reduceat(lengths, self.starts[:-1])
         self.radii = (self.radii64 * (1.0 + 1e-6)).astype(np.float32)  # rounded up in float32
         self.reach = (np.sqrt(centroid_norms.astype(np.float64)) + self.radii64) * (1.0 + 1e-6)  # >= |x - mean|
-        self.rows64 = _scaled_rows(offsets, np.float64)
         # float32 rows for the first pass: [-2 (x - c), |x - mean|^2], so [q - mean, 1] @ rows.T - 2 (q - mean).c
         # is |q - x|^2 - |q - mean|^2, with the large dot product (q - mean).c done once per visit
         centred = self.frames.exact[self.order] - self.frames.mean
@@ -91,22 +90,11 @@ class CellSearch:
     def _search_block(self, queries, sources):
         """Exact nearest frames (m,) int64 of one block of queries (m, n) float32."""
         bounds = _Bounds(self, queries, sources)
-        result = CellPass(self, bounds, np.arange(len(queries)), np.float32).run()
-        ambiguous = np.flatnonzero(result.ambiguous())
+        result = CellPass(self, bounds).run()
+        ambiguous = np.flatnonzero(result.ambiguous())  # a few percent: near-ties in float32
         if len(ambiguous):
-            again = CellPass(self, bounds, ambiguous, np.float64).run()
-            result.ranked[ambiguous] = again.ranked
-            for position in ambiguous[again.ambiguous()]:
-                rows = bounds.candidate_rows(position)
-                result.ranked[position] = self.frames.nearest_float64(queries[position:position + 1], rows)[0]
+            result.ranked[ambiguous] = self.frames.nearest_float64(queries[ambiguous])
         return result.ranked
-
-
-def _scaled_rows(offsets, dtype):
-    """Frames relative to their centre, times -2, (F, n) and their squared norms (F,), in ``dtype``."""
-    rounded = offsets.astype(dtype)
-    norms = np.einsum("ij,ij->i", rounded.astype(np.float64), rounded.astype(np.float64)).astype(dtype)
-    return np.ascontiguousarray(-2 * rounded), norms
 
 
 def _kmeans(frames, ncells):
@@ -116,7 +104,8 @@ def _kmeans(frames, ncells):
         return frames.mean(axis=0, keepdims=True).astype(np.float32), np.zeros(len(frames), np.int64)
     import faiss
     kmeans = faiss.Kmeans(frames.shape[1], ncells, niter=KMEANS_ITERATIONS, seed=KMEANS_SEED,
-                          verbose=False, max_points_per_centroid=KMEANS_SAMPLE_PER_CELL)
+                          verbose=False, max_points_per_centroid=KMEANS_SAMPLE_PER_CELL,
+                          min_points_per_centroid=MIN_FRAMES_PER_CELL)
     kmeans.train(frames)
     _, assignment = kmeans.index.search(frames, 1)
     return np.ascontiguousarray(kmeans.centroids, dtype=np.float32), assignment[:, 0].astype(np.int64)
@@ -147,7 +136,8 @@ class _Bounds:
         lower -= index.radii[:, None]
         lower[self.nearest_cell, np.arange(len(queries))] = np.inf
         self.lower = lower
-        self.squared_error = index.frames.tolerance(self.centred_norms)  # of ``squared`` above
+        squared_error = index.frames.tolerance(self.centred_norms)  # of ``squared`` above
+        self.root_error, self.half_error = np.sqrt(squared_error), squared_error / 2.0
         self.rounding = 4.0 * UNIT_ROUNDOFF * (self.centred_norms + index.frames.radius)
         self.upper = np.full(len(queries), np.inf, np.float32)
         self.reach = np.full(len(queries), np.inf, np.float32)
@@ -165,17 +155,9 @@ class _Bounds:
         """
         upper = np.minimum(self.upper[where], distances)
         self.upper[where] = upper
-        error = self.squared_error[where]
         with np.errstate(divide="ignore"):
-            slack = np.minimum(np.sqrt(error), error / (2.0 * upper))
+            slack = np.minimum(self.root_error[where], self.half_error[where] / upper)
         self.reach[where] = upper + slack + self.rounding[where]
-
-    def candidate_rows(self, position):
-        """Frame indices (k,) int64 that may hold the nearest frame of query ``position``."""
-        cells = np.flatnonzero(self.lower[:, position] <= self.reach[position])
-        cells = np.union1d(cells, [self.nearest_cell[position]])
-        index = self.index
-        return np.concatenate([index.order[index.starts[cell]:index.starts[cell + 1]] for cell in cells])
 
 
 def _argmin_columns(matrix):

@@ -18,7 +18,8 @@ class CentredFrames:
 
     Attributes: ``mean`` (n,) float64, ``frames`` (F, n) float32 centred, ``exact`` (F, n) float64
     (the original values), ``norms`` (F,) float32 squared norms of the centred rows, ``radius`` float
-    (the largest centred norm).
+    (the largest centred norm), ``centred64`` (F, n) and ``squared64`` (F,) the centred frames and
+    their squared norms in float64.
     """
 
     def __init__(self, features):
@@ -33,6 +34,8 @@ class CentredFrames:
         norms = np.einsum("ij,ij->i", self.frames.astype(np.float64), self.frames.astype(np.float64))
         self.norms = norms.astype(np.float32)
         self.radius = float(np.sqrt(norms.max()))
+        self.centred64 = exact - self.mean
+        self.squared64 = np.einsum("ij,ij->i", self.centred64, self.centred64)
 
     def centre(self, queries):
         """Centred queries (m, n) float32 and their norms (m,) float64."""
@@ -51,29 +54,28 @@ class CentredFrames:
         difference = queries[:, None, :] - frames[None, :, :]
         return np.einsum("ijk,ijk->ij", difference, difference)
 
-    def nearest_float64(self, queries, rows=None):
-        """Exact nearest frame (m,) int64 of each query (m, n) among ``rows`` (all frames if None)."""
-        queries = np.asarray(queries, dtype=np.float64)
-        rows = np.arange(len(self.exact)) if rows is None else np.asarray(rows, dtype=np.int64)
-        result = np.empty(len(queries), np.int64)
-        step = max(1, CHUNK_ELEMENTS // max(1, len(rows) * queries.shape[1]))
-        for start in range(0, len(queries), step):
-            block = queries[start:start + step]
-            result[start:start + step] = rows[self._argmin_rows(block, rows)]
-        return result
+    def nearest_float64(self, queries):
+        """Exact nearest frame (m,) int64 of each query (m, n), over all frames, in float64.
 
-    def _argmin_rows(self, queries, rows):
-        """Position in ``rows`` (m,) of each query's nearest frame: direct differences in float64."""
-        best = np.full(len(queries), np.inf)
-        where = np.zeros(len(queries), np.int64)
-        step = max(1, CHUNK_ELEMENTS // max(1, len(queries) * queries.shape[1]))
-        for start in range(0, len(rows), step):
-            values = self.distances(queries, rows[start:start + step])
-            local = values.argmin(axis=1)
-            local_best = values[np.arange(len(queries)), local]
-            better = local_best < best
-            best[better], where[better] = local_best[better], local[better] + start
-        return where
+        Squared distances by GEMM on mean-centred float64 frames (error far below float32 rounding),
+        then direct differences among the frames within that error of the best, when there are several.
+        """
+        centred = np.asarray(queries, dtype=np.float64) - self.mean
+        result = np.empty(len(centred), np.int64)
+        step = max(1, CHUNK_ELEMENTS // len(self.centred64))
+        for start in range(0, len(centred), step):
+            block = centred[start:start + step]
+            values = block @ (-2.0 * self.centred64.T)
+            values += self.squared64  # (k, F): |x|^2 - 2 q.x
+            best = values.argmin(axis=1)
+            norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+            tolerance = 8.0 * (block.shape[1] + 4) * 2.0 ** -53 * (norms + self.radius) ** 2
+            near = values <= (values[np.arange(len(block)), best] + tolerance)[:, None]
+            for row in np.flatnonzero(near.sum(axis=1) > 1):  # near-ties: direct differences
+                rows = np.flatnonzero(near[row])
+                best[row] = rows[self.distances(block[row:row + 1] + self.mean, rows)[0].argmin()]
+            result[start:start + step] = best
+        return result
 
 
 def settle(frames, queries, candidates, approximate, query_norms):
