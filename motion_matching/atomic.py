@@ -14,6 +14,7 @@ def atomic_write(path, mode="wb"):
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".partial")
     try:
+        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes 0600; users expect ordinary files
         with os.fdopen(handle, mode) as stream:
             yield stream
             stream.flush()
@@ -23,3 +24,9 @@ def atomic_write(path, mode="wb"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
         raise
+
+
+def _current_umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,4 +1,5 @@
 """Strict little-endian readers and writers for the toolkit's length-prefixed arrays."""
+import concurrent.futures
 import os
 
 import numpy as np
@@ -6,12 +7,14 @@ import numpy as np
 from .errors import InvalidFile, MissingFile, TruncatedFile
 
 U32 = np.dtype("<u4")
+SLAB_BYTES = 1 << 24  # arrays larger than this are read in slabs of this size
 
 
 class BinaryReader:
     """Reads length-prefixed headers and arrays from one open file, checking every byte count.
 
-    Arrays are read with ``np.fromfile`` in one call each, so reading runs at disk speed.
+    Arrays are read with ``np.fromfile`` (large ones slab by slab straight into the result), never
+    element by element, so reading runs at the disk's sequential speed.
     """
 
     def __init__(self, path, stream):
@@ -39,12 +42,31 @@ class BinaryReader:
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
         self._require(count * dtype.itemsize, field)
-        values = np.fromfile(self.stream, dtype=dtype, count=count).reshape(shape)
-        if dtype.kind == "f":
-            self._check_finite(field, values.ravel())
+        if count * dtype.itemsize <= SLAB_BYTES:
+            values = np.fromfile(self.stream, dtype=dtype, count=count)
+            if dtype.kind == "f":
+                self._check_finite(field, values, 0)
+            return values.reshape(shape)
+        return self._read_in_slabs(field, dtype, count).reshape(shape)
+
+    def _read_in_slabs(self, field, dtype, count):
+        # large arrays: read slab by slab while a worker checks the slab before for NaN/Inf, so the
+        # check overlaps the disk and reading runs at its sequential speed
+        values = np.empty(count, dtype=dtype)
+        raw = memoryview(values.view(np.uint8))
+        per_slab = SLAB_BYTES // dtype.itemsize
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            checks = []
+            for start in range(0, count, per_slab):
+                stop = min(start + per_slab, count)
+                self.stream.readinto(raw[start * dtype.itemsize:stop * dtype.itemsize])
+                if dtype.kind == "f":
+                    checks.append(pool.submit(self._check_finite, field, values[start:stop], start))
+            for check in checks:
+                check.result()
         return values
 
-    def _check_finite(self, field, flat):
+    def _check_finite(self, field, flat, first):
         # a finite sum proves every element finite without a full-size boolean temporary;
         # a non-finite sum may be overflow, so only then look element by element
         with np.errstate(over="ignore", invalid="ignore"):
@@ -52,7 +74,7 @@ class BinaryReader:
                 return
         bad = np.flatnonzero(~np.isfinite(flat))
         if bad.size:
-            raise InvalidFile(self.path, f"{field} holds NaN or Inf (first at element {int(bad[0])})")
+            raise InvalidFile(self.path, f"{field} holds NaN or Inf (first at element {first + int(bad[0])})")
 
     def array1d(self, field, dtype):
         """Read ``[u32 n, n values]``; returns a 1-D array."""

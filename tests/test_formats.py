@@ -82,3 +82,13 @@ def test_writes_are_atomic_and_keep_the_old_file_on_failure(tmp_path, monkeypatc
         formats.save_latent(path, np.zeros((5, 3), np.float32))
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["latent.bin"]
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    import os
+    mask = os.umask(0o022)
+    try:
+        formats.save_latent(tmp_path / "latent.bin", np.ones((2, 3), np.float32))
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "latent.bin").stat().st_mode & 0o777 == 0o644
