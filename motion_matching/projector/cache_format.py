@@ -4,7 +4,6 @@ Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n
 ``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
 ``StaleCache`` with one line that names the problem and the command that rebuilds the cache.
 """
-import hashlib
 import os
 import shlex
 
@@ -12,6 +11,7 @@ import h5py
 import numpy as np
 
 from .. import formats
+from ..fingerprint import file_sha256
 from ..errors import CorruptCache, MissingFile, StaleCache
 from . import queries as query_stream
 
@@ -29,16 +29,7 @@ BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nque
               "query_recipe", "query_block", "backend")
 
 
-def features_sha256(path):
-    """Hex SHA-256 (64 lowercase characters) of the bytes of ``path``; ``MissingFile`` if it cannot be read."""
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as error:
-        raise MissingFile(path, f"cannot read it ({error.strerror or error})") from None
-    return digest.hexdigest()
+features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
 
 def rebuild_command(path, *, features_path, nqueries=None, seed=None):

@@ -6,7 +6,6 @@ For each query ``Xhat`` the exact nearest frame ``gnd`` is searched; the project
 the query's true nearest frame (top-1), or among the ``MATCH_K`` frames nearest to ``Xtil`` (top-k)?
 A frame tied with the best (distances equal to float32 precision) counts as a match.
 """
-import hashlib
 import json
 import logging
 import os
@@ -17,6 +16,7 @@ import torch
 from .. import formats
 from ..atomic import atomic_write
 from ..errors import MismatchedFiles
+from ..fingerprint import file_sha256
 from .config import TrainConfig
 from .export import load_projector_module
 from .queries import RECIPE, generate_queries
@@ -123,14 +123,6 @@ def evaluate_projector(module, features, latent, *, nqueries=DEFAULT_QUERIES, se
     return report, arrays
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=DEFAULT_QUERIES,
                    seed=EVALUATION_SEED, backend=DEFAULT_BACKEND, threads=None, plots=True):
     """Evaluate the projector file (checkpoint or network .bin) and write ``out_dir/evaluation.json``.
@@ -151,7 +143,7 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     if plots:
         from .evaluate_plots import plot_predictions
         files += plot_predictions(arrays, out_dir)
-    report["inputs"] = {name: {"path": os.fspath(path), "sha256": _sha256(path)} for name, path in
+    report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in
                         (("projector", projector), ("features", features_path), ("latent", latent_path))}
     report["files"] = [os.fspath(path) for path in files]
     with atomic_write(files[0], mode="w") as stream:

@@ -3,7 +3,6 @@
 Each check raises a ``MotionMatchingError`` naming the file, so a bad input stops a run before it starts.
 """
 import contextlib
-import hashlib
 import typing
 
 import numpy as np
@@ -11,6 +10,7 @@ import torch
 
 from .. import formats
 from ..errors import InvalidFile, MismatchedFiles, MotionMatchingError, StaleCache
+from ..fingerprint import file_sha256
 from .checkpoint import load_checkpoint
 from .config import TrainConfig, numeric_differences
 
@@ -24,15 +24,6 @@ class Inputs(typing.NamedTuple):
     hashes: dict
     features_path: str
     latent_path: str
-
-
-def file_sha256(path):
-    """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_inputs(features_path, latent_path, database_path=None):
