@@ -4,7 +4,8 @@ For the synthetic database's matching features (``synthetic.generate_synthetic_d
 ``features.compute_features``, 50,000 x 27 by default) and copies tiled 4x and 16x (each copy with
 small jitter), it times every backend's ``nearest(queries, sources)`` on the first queries of the
 training stream (``queries.generate_queries``, seed 1), round by round side by side, and prints the
-median queries/s, the ratio to ``faiss-flat`` (fed 65,536 queries per call, at its best), the build
+median queries/s, the ratio to ``faiss-flat`` at its best (fed 65,536 queries per call, the faster of
+``--threads`` and 1 thread, as faiss's OpenMP threads suffer most on a busy machine), the build
 time and the fraction of a sample of queries whose answer is at the float64 brute-force minimum.
 ``faiss-raw`` is faiss ``IndexFlatL2`` k=1 alone (not exact: no float64 settling), for reference.
 
@@ -23,6 +24,7 @@ from motion_matching.projector import search
 from motion_matching.projector.queries import generate_queries
 
 LARGE_SCALE_BACKENDS = ("cells", "faiss-flat", "faiss-raw")  # balltree and torch are too slow there
+FAISS_ENTRIES = ("faiss-flat", "faiss-raw")  # also timed with 1 thread: on a busy machine that can win
 
 
 class FaissRaw:
@@ -65,27 +67,36 @@ def make(backend, frames, threads):
 
 
 def measure_scale(scale, backends, counts, repeats, threads, sample):
-    """Rows of results (dicts) for one database scale; backends interleaved within each round."""
+    """Rows of results (dicts) for one database scale; entries interleaved within each round.
+
+    The reference is the faster of ``faiss-flat`` with ``threads`` and with 1 thread.
+    """
     frames = database_features(scale)
     queries, sources = generate_queries(frames, seed=1, start=0, stop=max(counts.values()))
-    searchers, builds, times, found = {}, {}, {b: [] for b in backends}, {}
-    for backend in backends:
+    entries = [(backend, threads) for backend in backends]
+    entries += [(backend, 1) for backend in backends if backend in FAISS_ENTRIES and threads != 1]
+    searchers, builds, times, found = {}, {}, {entry: [] for entry in entries}, {}
+    for entry in entries:
         start = time.perf_counter()
-        searchers[backend] = make(backend, frames, threads)
-        builds[backend] = time.perf_counter() - start
+        searchers[entry] = make(entry[0], frames, entry[1])
+        builds[entry] = time.perf_counter() - start
     for _ in range(repeats):
-        for backend in backends:
-            count = counts[backend]
+        for entry in entries:
+            count = counts[entry[0]]
+            if entry[0] in FAISS_ENTRIES:  # faiss's thread count is process-wide: set it each time
+                import faiss
+                faiss.omp_set_num_threads(entry[1])
             start = time.perf_counter()
-            found[backend] = searchers[backend].nearest(queries[:count], sources[:count])
-            times[backend].append(count / (time.perf_counter() - start))
-    reference = statistics.median(times["faiss-flat"])
-    return [{"frames": len(frames), "scale": scale, "backend": backend, "queries": counts[backend],
-             "queries_per_s": statistics.median(times[backend]), "runs": times[backend],
-             "ratio_to_faiss_flat": statistics.median(times[backend]) / reference,
-             "build_s": builds[backend],
-             "fraction_exact": fraction_exact(frames, queries, found[backend], sample)}
-            for backend in backends]
+            found[entry] = searchers[entry].nearest(queries[:count], sources[:count])
+            times[entry].append(count / (time.perf_counter() - start))
+    reference = max(statistics.median(times[entry]) for entry in entries if entry[0] == "faiss-flat")
+    return [{"frames": len(frames), "scale": scale, "backend": backend, "threads": entry_threads,
+             "queries": counts[backend], "queries_per_s": statistics.median(times[(backend, entry_threads)]),
+             "runs": times[(backend, entry_threads)],
+             "ratio_to_faiss_flat": statistics.median(times[(backend, entry_threads)]) / reference,
+             "build_s": builds[(backend, entry_threads)],
+             "fraction_exact": fraction_exact(frames, queries, found[(backend, entry_threads)], sample)}
+            for backend, entry_threads in entries]
 
 
 @click.command()
@@ -113,10 +124,11 @@ def main(scales, repeats, threads, nqueries, sample, json_path):
 
 
 def print_rows(rows):
-    print(f"{'frames':>9} {'backend':<11} {'queries':>8} {'queries/s':>11} {'x faiss-flat':>12} "
+    print(f"{'frames':>9} {'backend':<11} {'threads':>7} {'queries':>8} {'queries/s':>11} {'x faiss-flat':>12} "
           f"{'build s':>8} {'exact':>6}")
     for row in rows:
-        print(f"{row['frames']:>9,} {row['backend']:<11} {row['queries']:>8,} {row['queries_per_s']:>11,.0f} "
+        print(f"{row['frames']:>9,} {row['backend']:<11} {row['threads']:>7} {row['queries']:>8,} "
+              f"{row['queries_per_s']:>11,.0f} "
               f"{row['ratio_to_faiss_flat']:>12.2f} {row['build_s']:>8.1f} {row['fraction_exact']:>6.3f}")
 
 

@@ -14,9 +14,12 @@ centre ``c``; each cell keeps its radius ``r_c`` (largest frame distance to ``c`
    result is exact.
 """
 import concurrent.futures
+import multiprocessing
+import threading
 
 import numpy as np
 
+from .search_cells_axes import AxisBounds
 from .search_cells_pass import CellPass
 from .search_exact import UNIT_ROUNDOFF, CentredFrames
 
@@ -35,7 +38,8 @@ def cell_count(nframes):
 class CellSearch:
     """Exact nearest-frame search over k-means cells (the default backend ``cells``).
 
-    ``threads`` query blocks of ``QUERY_BLOCK`` are searched at once, each with single-threaded BLAS.
+    ``threads`` query blocks of ``QUERY_BLOCK`` are searched at once, each with single-threaded BLAS,
+    in forked worker processes (threads where the platform cannot fork).
     """
 
     def __init__(self, features, *, threads=None, ncells=None):
@@ -46,23 +50,28 @@ class CellSearch:
         counts = np.bincount(assignment, minlength=len(centroids))
         keep = counts > 0
         self.starts = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
+        self.cell_of_frame = np.empty(len(self.order), np.int64)  # (F,) cell of each original frame
+        self.cell_of_frame[self.order] = np.repeat(np.arange(len(self.starts) - 1), np.diff(self.starts))
         self.centroids = np.ascontiguousarray(centroids[keep])  # relative to the frames' mean
         centroid_norms = np.einsum("ij,ij->i", self.centroids, self.centroids)
         self.augmented_centroids = np.concatenate(  # (n + 2, C): -2 c, |c|^2, 1
             [-2.0 * self.centroids.T, centroid_norms[None], np.ones((1, len(centroid_norms)))]).astype(np.float32)
         self.centres = self.centroids.astype(np.float64) + self.frames.mean  # (C, n) float64, absolute
-        self.scaled_centroids = -2.0 * self.centroids  # exact in float32
         offsets = self.frames.exact[self.order] - np.repeat(self.centres, counts[keep], axis=0)
         lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
         self.radii64 = np.maximum.reduceat(lengths, self.starts[:-1])
         self.radii = (self.radii64 * (1.0 + 1e-6)).astype(np.float32)  # rounded up in float32
         self.reach = (np.sqrt(centroid_norms.astype(np.float64)) + self.radii64) * (1.0 + 1e-6)  # >= |x - mean|
-        # float32 rows for the first pass: [-2 (x - c), |x - mean|^2], so [q - mean, 1] @ rows.T - 2 (q - mean).c
-        # is |q - x|^2 - |q - mean|^2, with the large dot product (q - mean).c done once per visit
-        centred = self.frames.exact[self.order] - self.frames.mean
+        # float32 rows for the first pass: [-2 (x - c), 2 (c - mean).(x - c) + |x - c|^2], so that
+        # [q - mean, 1] @ rows.T + |q - c|^2 (in float64) is |q - x|^2 with small float32 terms only
+        cell_of_row = np.repeat(np.arange(len(self.centroids)), counts[keep])
         self.rows32 = np.empty((len(offsets), offsets.shape[1] + 1), np.float32)
         self.rows32[:, :-1] = -2.0 * offsets
-        self.rows32[:, -1] = np.einsum("ij,ij->i", centred, centred)
+        self.rows32[:, -1] = 2.0 * np.einsum("ij,ij->i", self.centroids[cell_of_row].astype(np.float64), offsets) + \
+            lengths ** 2
+        self.centroids64 = self.centroids.astype(np.float64)
+        self.centroid_squares = centroid_norms.astype(np.float64)  # |c - mean|^2, exact
+        self.axis_bounds = AxisBounds(offsets, self.starts, self.centroids)
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n) float32.
@@ -79,12 +88,11 @@ class CellSearch:
             raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
         blocks = [slice(start, start + QUERY_BLOCK) for start in range(0, len(queries), QUERY_BLOCK)]
         jobs = [(queries[block], None if sources is None else sources[block]) for block in blocks]
-        with threadpool_limits(limits=1, user_api="blas"):  # threads over blocks beat threaded BLAS
+        with threadpool_limits(limits=1, user_api="blas"):  # workers over blocks beat threaded BLAS
             if self.threads == 1 or len(jobs) < 2:
                 parts = [self._search_block(*job) for job in jobs]
             else:
-                with concurrent.futures.ThreadPoolExecutor(self.threads) as pool:
-                    parts = list(pool.map(lambda job: self._search_block(*job), jobs))
+                parts = _run_workers(self, jobs, min(self.threads, len(jobs)))
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def _search_block(self, queries, sources):
@@ -95,6 +103,35 @@ class CellSearch:
         if len(ambiguous):
             result.ranked[ambiguous] = self.frames.nearest_float64(queries[ambiguous])
         return result.ranked
+
+
+_SHARED = {}  # the searcher and blocks of the current call, inherited by forked workers
+_SHARED_LOCK = threading.Lock()
+
+
+def _forked_block(position):
+    """Nearest frames (k,) int64 of block ``position`` of the call in ``_SHARED`` (in a forked worker)."""
+    return _SHARED["searcher"]._search_block(*_SHARED["jobs"][position])
+
+
+def _run_workers(searcher, jobs, workers):
+    """Results of ``searcher._search_block`` for every job, ``workers`` at a time.
+
+    Forked processes where the platform can fork (they inherit the index and the queries, and only
+    the (k,) int64 answers travel back); threads elsewhere, where the GIL limits the gain.
+    """
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(lambda job: searcher._search_block(*job), jobs))
+    with _SHARED_LOCK:
+        _SHARED.update(searcher=searcher, jobs=jobs)
+        try:
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+                return list(pool.map(_forked_block, range(len(jobs))))
+        finally:
+            _SHARED.clear()
 
 
 def _kmeans(frames, ncells):
@@ -130,7 +167,10 @@ class _Bounds:
         augmented[:, :-2], augmented[:, -2], augmented[:, -1] = centred, 1.0, self.centred_norms ** 2
         self.augmented = np.ascontiguousarray(augmented[:, :-1])
         squared = index.augmented_centroids.T @ augmented.T  # (C, m): |q|^2 + |c|^2 - 2 q.c
-        self.nearest_cell = _argmin_columns(squared)
+        if sources is None:
+            self.nearest_cell = _argmin_columns(squared)
+        else:  # the source frame's cell: as good a first cell for most queries, and free
+            self.nearest_cell = index.cell_of_frame[sources]
         np.maximum(squared, 0.0, out=squared)
         lower = np.sqrt(squared, out=squared)
         lower -= index.radii[:, None]

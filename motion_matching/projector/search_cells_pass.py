@@ -23,13 +23,14 @@ class CellPass:
         self.best_error = np.zeros(count)
         self.low = np.full(count, np.inf)
         self.ranked = np.zeros(count, np.int64)
-        # error bound of a computed |q - x|^2, with A = |q - mean| and B = |c - mean| + r_c >= |x - mean|:
-        # the (n + 1)-term GEMM (2 A r_c + B^2), the cross term (2 A |c|), the roundings of stored
-        # values and sums, and the centring of q add up to u ((n + 5) B (B + 4 A) + 2 A^2); doubled
+        # error bound of a computed |q - x|^2, with A = |q - mean|, r = r_c, C = |c - mean| and
+        # B = C + r >= |x - mean|: the (n + 1)-term float32 GEMM and the roundings of the stored rows
+        # and of the sums, (n + 3) r (2 A + 2 C + r), plus the centring of q in float32, 2 A (A + B);
+        # |q - c|^2 is computed in float64; the sum times u, doubled
         units = 2.0 * FLOAT32_ROUNDOFF
-        nfeatures = index.frames.frames.shape[1]
-        self.error_slope = units * 4 * (nfeatures + 5) * index.reach  # (C,) times A
-        self.error_base = units * (nfeatures + 5) * index.reach ** 2  # (C,)
+        nfeatures, radii = index.frames.frames.shape[1], index.radii64
+        self.error_slope = units * (2 * (nfeatures + 3) * radii + 2 * index.reach)  # (C,) times A
+        self.error_base = units * (nfeatures + 3) * radii * (2 * np.sqrt(index.centroid_squares) + radii)
         self.query_error = units * 2 * bounds.centred_norms ** 2  # (m,)
         self.query_square = bounds.centred_norms ** 2
 
@@ -44,20 +45,32 @@ class CellPass:
         counts = np.bincount(nearest, minlength=len(self.index.radii))
         ends = np.cumsum(counts)
         for cell in np.flatnonzero(counts):
-            self._visit(cell, grouping[ends[cell] - counts[cell]:ends[cell]])
-        for cell in range(len(self.index.radii)):
+            self._visit(cell, grouping[ends[cell] - counts[cell]:ends[cell]], prune=False)
+        for cell in range(len(self.index.radii)):  # thresholds shrink as cells are visited
             group = np.flatnonzero(self.bounds.lower[cell] <= self.bounds.reach)
             if len(group):
-                self._visit(cell, group)
+                self._visit(cell, group, prune=True)
         return self
 
-    def _visit(self, cell, group):
-        """Rank the frames of ``cell`` for the queries ``group`` (g,) int64; update their state."""
+    def _visit(self, cell, group, *, prune):
+        """Rank the frames of ``cell`` for the queries ``group`` (g,) int64; update their state.
+
+        With ``prune``, first drop the queries that the cell's principal-axis bound rules out.
+        """
         index, bounds = self.index, self.bounds
         start, stop = index.starts[cell], index.starts[cell + 1]
         operand = np.take(bounds.augmented, group, axis=0)  # (g, n + 1): [q - mean, 1]
-        values = operand @ index.rows32[start:stop].T  # |x - mean|^2 - 2 (q - mean).(x - c)
-        completion = operand[:, :-1] @ index.scaled_centroids[cell] + self.query_square[group]
+        # |q - c|^2 in float64
+        completion = self.query_square[group] + index.centroid_squares[cell] - 2.0 * (
+            operand[:, :-1].astype(np.float64) @ index.centroids64[cell])
+        if prune:
+            keep = index.axis_bounds.keep(cell, operand[:, :-1], bounds.centred_norms[group], completion,
+                                          bounds.reach[group])
+            if not keep.all():
+                group, operand, completion = group[keep], operand[keep], completion[keep]
+                if not len(group):
+                    return
+        values = operand @ index.rows32[start:stop].T  # |q - x|^2 - |q - c|^2
         every = np.arange(len(group))
         where = values.argmin(axis=1)
         smallest = values[every, where] + completion  # (g,) float64 squared distances
