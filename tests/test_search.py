@@ -85,6 +85,12 @@ def test_queries_far_outside(backend):
 
 
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_data_far_from_the_origin(backend):
+    features = random_features(1500, seed=12) * 0.01 + 3000.0  # float32 spacing 2.4e-4 there
+    assert_exact(backend, features, *noisy_queries(features, count=300))
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
 @pytest.mark.parametrize("nframes", [1, 2, 45])
 def test_tiny_databases(backend, nframes):
     features = random_features(nframes, seed=5)

@@ -15,6 +15,7 @@ centre ``c``; each cell keeps its radius ``r_c`` (largest frame distance to ``c`
 """
 import concurrent.futures
 import multiprocessing
+import os
 import threading
 
 import numpy as np
@@ -38,40 +39,44 @@ def cell_count(nframes):
 class CellSearch:
     """Exact nearest-frame search over k-means cells (the default backend ``cells``).
 
-    ``threads`` query blocks of ``QUERY_BLOCK`` are searched at once, each with single-threaded BLAS,
-    in forked worker processes (threads where the platform cannot fork).
+    ``threads`` (default: the cores available) query blocks of ``QUERY_BLOCK`` are searched at once,
+    each with single-threaded BLAS, in forked worker processes (threads where the platform cannot fork).
     """
 
     def __init__(self, features, *, threads=None, ncells=None):
         self.frames = CentredFrames(features)
-        self.threads = max(1, int(threads or 1))
+        self.threads = max(1, int(threads or _available_cores()))
         centroids, assignment = _kmeans(self.frames.frames, ncells or cell_count(len(self.frames.frames)))
         self.order = np.argsort(assignment, kind="stable").astype(np.int64)
         counts = np.bincount(assignment, minlength=len(centroids))
-        keep = counts > 0
-        self.starts = np.concatenate([[0], np.cumsum(counts[keep])]).astype(np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(counts[counts > 0])]).astype(np.int64)
+        cell_of_row = np.repeat(np.arange(len(self.starts) - 1), np.diff(self.starts))
         self.cell_of_frame = np.empty(len(self.order), np.int64)  # (F,) cell of each original frame
-        self.cell_of_frame[self.order] = np.repeat(np.arange(len(self.starts) - 1), np.diff(self.starts))
-        self.centroids = np.ascontiguousarray(centroids[keep])  # relative to the frames' mean
-        centroid_norms = np.einsum("ij,ij->i", self.centroids, self.centroids)
+        self.cell_of_frame[self.order] = cell_of_row
+        self.centroids = np.ascontiguousarray(centroids[counts > 0])  # (C, n) float32, minus the mean
+        self.centroids64 = self.centroids.astype(np.float64)
+        self.centroid_squares = np.einsum("ij,ij->i", self.centroids64, self.centroids64)  # |c - mean|^2
         self.augmented_centroids = np.concatenate(  # (n + 2, C): -2 c, |c|^2, 1
-            [-2.0 * self.centroids.T, centroid_norms[None], np.ones((1, len(centroid_norms)))]).astype(np.float32)
-        self.centres = self.centroids.astype(np.float64) + self.frames.mean  # (C, n) float64, absolute
-        offsets = self.frames.exact[self.order] - np.repeat(self.centres, counts[keep], axis=0)
+            [-2.0 * self.centroids64.T, self.centroid_squares[None], np.ones((1, len(self.centroids)))]
+        ).astype(np.float32)
+        offsets = self.frames.exact[self.order] - (self.centroids64 + self.frames.mean)[cell_of_row]
+        self._store_rows(offsets, cell_of_row)
+        self.axis_bounds = AxisBounds(offsets, self.starts, self.centroids)
+
+    def _store_rows(self, offsets, cell_of_row):
+        """Radii and float32 rows from the frames' offsets (F, n) float64 from their cell's centre.
+
+        The rows are ``[-2 (x - c), 2 (c - mean).(x - c) + |x - c|^2]``, so that ``[q - mean, 1] @ rows.T``
+        plus ``|q - c|^2`` (computed in float64) is ``|q - x|^2`` with small float32 terms only.
+        """
         lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
         self.radii64 = np.maximum.reduceat(lengths, self.starts[:-1])
         self.radii = (self.radii64 * (1.0 + 1e-6)).astype(np.float32)  # rounded up in float32
-        self.reach = (np.sqrt(centroid_norms.astype(np.float64)) + self.radii64) * (1.0 + 1e-6)  # >= |x - mean|
-        # float32 rows for the first pass: [-2 (x - c), 2 (c - mean).(x - c) + |x - c|^2], so that
-        # [q - mean, 1] @ rows.T + |q - c|^2 (in float64) is |q - x|^2 with small float32 terms only
-        cell_of_row = np.repeat(np.arange(len(self.centroids)), counts[keep])
+        # bounds |x - mean| over each cell's frames
+        self.outer = (np.sqrt(self.centroid_squares) + self.radii64) * (1.0 + 1e-6)
         self.rows32 = np.empty((len(offsets), offsets.shape[1] + 1), np.float32)
         self.rows32[:, :-1] = -2.0 * offsets
-        self.rows32[:, -1] = 2.0 * np.einsum("ij,ij->i", self.centroids[cell_of_row].astype(np.float64), offsets) + \
-            lengths ** 2
-        self.centroids64 = self.centroids.astype(np.float64)
-        self.centroid_squares = centroid_norms.astype(np.float64)  # |c - mean|^2, exact
-        self.axis_bounds = AxisBounds(offsets, self.starts, self.centroids)
+        self.rows32[:, -1] = 2.0 * np.einsum("ij,ij->i", self.centroids64[cell_of_row], offsets) + lengths ** 2
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n) float32.
@@ -103,6 +108,11 @@ class CellSearch:
         if len(ambiguous):
             result.ranked[ambiguous] = self.frames.nearest_float64(queries[ambiguous])
         return result.ranked
+
+
+def _available_cores():
+    """CPU cores this process may run on (int)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 _SHARED = {}  # the searcher and blocks of the current call, inherited by forked workers

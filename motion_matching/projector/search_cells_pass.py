@@ -29,7 +29,7 @@ class CellPass:
         # |q - c|^2 is computed in float64; the sum times u, doubled
         units = 2.0 * FLOAT32_ROUNDOFF
         nfeatures, radii = index.frames.frames.shape[1], index.radii64
-        self.error_slope = units * (2 * (nfeatures + 3) * radii + 2 * index.reach)  # (C,) times A
+        self.error_slope = units * (2 * (nfeatures + 3) * radii + 2 * index.outer)  # (C,) times A
         self.error_base = units * (nfeatures + 3) * radii * (2 * np.sqrt(index.centroid_squares) + radii)
         self.query_error = units * 2 * bounds.centred_norms ** 2  # (m,)
         self.query_square = bounds.centred_norms ** 2
