@@ -1,5 +1,4 @@
 """Strict little-endian readers and writers for the toolkit's length-prefixed arrays."""
-import concurrent.futures
 import os
 
 import numpy as np
@@ -7,14 +6,15 @@ import numpy as np
 from .errors import InvalidFile, MissingFile, TruncatedFile
 
 U32 = np.dtype("<u4")
-SLAB_BYTES = 1 << 24  # arrays larger than this are read in slabs of this size
+MAP_BYTES = 1 << 24  # arrays larger than this are memory-mapped instead of read
 
 
 class BinaryReader:
     """Reads length-prefixed headers and arrays from one open file, checking every byte count.
 
-    Arrays are read with ``np.fromfile`` (large ones slab by slab straight into the result), never
-    element by element, so reading runs at the disk's sequential speed.
+    Arrays are read with ``np.fromfile`` or, above ``MAP_BYTES``, memory-mapped copy-on-write; never
+    element by element, so reading runs at the disk's sequential speed. A mapped file must not be
+    truncated in place while its arrays live (this package only ever replaces files by renaming).
     """
 
     def __init__(self, path, stream):
@@ -42,28 +42,22 @@ class BinaryReader:
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
         self._require(count * dtype.itemsize, field)
-        if count * dtype.itemsize <= SLAB_BYTES:
+        if count * dtype.itemsize <= MAP_BYTES:
             values = np.fromfile(self.stream, dtype=dtype, count=count)
             if dtype.kind == "f":
                 self._check_finite(field, values, 0)
             return values.reshape(shape)
-        return self._read_in_slabs(field, dtype, count).reshape(shape)
+        return self._map(field, dtype, count).reshape(shape)
 
-    def _read_in_slabs(self, field, dtype, count):
-        # large arrays: read slab by slab while a worker checks the slab before for NaN/Inf, so the
-        # check overlaps the disk and reading runs at its sequential speed
-        values = np.empty(count, dtype=dtype)
-        raw = memoryview(values.view(np.uint8))
-        per_slab = SLAB_BYTES // dtype.itemsize
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            checks = []
-            for start in range(0, count, per_slab):
-                stop = min(start + per_slab, count)
-                self.stream.readinto(raw[start * dtype.itemsize:stop * dtype.itemsize])
-                if dtype.kind == "f":
-                    checks.append(pool.submit(self._check_finite, field, values[start:stop], start))
-            for check in checks:
-                check.result()
+    def _map(self, field, dtype, count):
+        # large arrays are memory-mapped copy-on-write (writable, private to this process): the
+        # finiteness check then pulls the file through the page cache at the disk's sequential speed,
+        # with no copy into a second buffer
+        start = self.offset
+        values = np.memmap(self.stream, dtype=dtype, mode="c", offset=start, shape=(count,)).view(np.ndarray)
+        self.stream.seek(start + count * dtype.itemsize)
+        if dtype.kind == "f":
+            self._check_finite(field, values, 0)
         return values
 
     def _check_finite(self, field, flat, first):
