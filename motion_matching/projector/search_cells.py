@@ -25,6 +25,7 @@ from .search_cells_pass import CellPass
 from .search_exact import UNIT_ROUNDOFF, CentredFrames
 
 QUERY_BLOCK = 32768
+BOUND_ELEMENTS = 1 << 25  # a block has at most this many (cell, query) bounds: 128 MiB of float32
 KMEANS_ITERATIONS = 12
 KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
 KMEANS_SEED = 1234
@@ -39,7 +40,8 @@ def cell_count(nframes):
 class CellSearch:
     """Exact nearest-frame search over k-means cells (the default backend ``cells``).
 
-    ``threads`` (default: the cores available) query blocks of ``QUERY_BLOCK`` are searched at once,
+    ``threads`` (default: the cores available) blocks of ``QUERY_BLOCK`` queries (fewer when there
+    are more than ``BOUND_ELEMENTS / QUERY_BLOCK`` cells) are searched at once,
     each with single-threaded BLAS, in forked worker processes (threads where the platform cannot fork).
     """
 
@@ -91,7 +93,8 @@ class CellSearch:
         sources = None if sources is None else np.asarray(sources, dtype=np.int64)
         if sources is not None and sources.shape != (len(queries),):
             raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
-        blocks = [slice(start, start + QUERY_BLOCK) for start in range(0, len(queries), QUERY_BLOCK)]
+        step = min(QUERY_BLOCK, max(1024, BOUND_ELEMENTS // len(self.radii)))
+        blocks = [slice(start, start + step) for start in range(0, len(queries), step)]
         jobs = [(queries[block], None if sources is None else sources[block]) for block in blocks]
         with threadpool_limits(limits=1, user_api="blas"):  # workers over blocks beat threaded BLAS
             if self.threads == 1 or len(jobs) < 2:

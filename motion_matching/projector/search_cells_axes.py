@@ -36,28 +36,38 @@ class AxisBounds:
             self.axes[cell] = axes
             self.low[cell], self.high[cell] = along.min(axis=0), along.max(axis=0)
             self.residual[cell] = np.sqrt(np.einsum("ij,ij->i", rest, rest).max())
-        self.residual *= 1.0 + 1e-6
-        self.centroid_along = np.einsum("ckn,cn->ck", self.axes.astype(np.float64), centroids.astype(np.float64))
+        self.residual = (self.residual * (1.0 + 1e-6)).astype(np.float32)
+        self.centroid_along = np.einsum("ckn,cn->ck", self.axes.astype(np.float64),
+                                        centroids.astype(np.float64)).astype(np.float32)
         self.centroid_norms = np.sqrt(np.einsum("ij,ij->i", centroids, centroids, dtype=np.float64))
-        self.nfeatures = nfeatures
+        self.low = np.nextafter(self.low.astype(np.float32), np.float32(-np.inf))  # rounded outwards
+        self.high = np.nextafter(self.high.astype(np.float32), np.float32(np.inf))
+        # margins, in float32 roundoffs: |p_j| (an n-term float32 dot product, the rounding of q - mean
+        # and of the stored values, a few float32 operations) and |t|^2 (the float32 pass's bound, x4)
+        self.spread_units = np.float32((nfeatures + 8) * FLOAT32_ROUNDOFF)
+        self.shrink_units = np.float32(4 * (nfeatures + 8) * FLOAT32_ROUNDOFF)
 
     def keep(self, cell, centred, centred_norms, squared, reach):
         """(g,) bool: queries of a visit whose nearest frame may lie in ``cell``.
 
         ``centred`` (g, n) float32 queries minus the mean, ``centred_norms`` (g,) their norms,
         ``squared`` (g,) float64 their computed ``|q - c|^2``, ``reach`` (g,) the distance thresholds.
+        Computed in float32, within the margins above.
         """
-        size = centred_norms + self.centroid_norms[cell]
-        # |p_j| error: the float32 n-term dot product and the rounding of q - mean, generously
-        spread = (self.nfeatures + 4) * FLOAT32_ROUNDOFF * size
-        along = (centred @ self.axes[cell].T).astype(np.float64) - self.centroid_along[cell]  # (g, k)
-        below = self.low[cell] - spread[:, None] - along
-        above = along - self.high[cell] - spread[:, None]
-        outside = np.maximum(np.maximum(below, above), 0.0)
+        size = (centred_norms + self.centroid_norms[cell]).astype(np.float32)
+        spread = (self.spread_units * size)[:, None]
+        along = centred @ self.axes[cell].T  # (g, k)
+        along -= self.centroid_along[cell]
+        outside = np.maximum(self.low[cell] - along, along - self.high[cell])
+        outside -= spread
+        np.maximum(outside, 0.0, out=outside)
         inside = np.einsum("ij,ij->i", outside, outside)
-        widest = np.abs(along) + spread[:, None]
-        # |t|^2 error: the float32 cross term and norms (as the float32 pass's error bound), doubled
-        shrink = 4.0 * (self.nfeatures + 4) * FLOAT32_ROUNDOFF * size ** 2
-        across = np.sqrt(np.maximum(squared - shrink - np.einsum("ij,ij->i", widest, widest), 0.0))
-        across = np.maximum(across - self.residual[cell], 0.0)
-        return inside + across ** 2 <= reach.astype(np.float64) ** 2
+        np.abs(along, out=along)
+        along += spread
+        across = squared.astype(np.float32) - self.shrink_units * size * size - np.einsum("ij,ij->i", along, along)
+        np.maximum(across, 0.0, out=across)
+        np.sqrt(across, out=across)
+        across -= self.residual[cell]
+        np.maximum(across, 0.0, out=across)
+        inside += across * across
+        return inside <= reach * reach * np.float32(1.0 + 1e-5)
