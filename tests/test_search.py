@@ -138,6 +138,8 @@ def test_unknown_backend_and_bad_shapes_are_refused():
         search.make_searcher(features, backend="kdtree")
     with pytest.raises(ValueError, match=r"queries must have shape \(m, 27\)"):
         search.make_searcher(features).nearest(np.zeros((3, 5), np.float32))
+    with pytest.raises(ValueError, match=r"sources must be frame indices in 0\.\.99"):
+        search.make_searcher(features).nearest(features[:2], np.array([0, 100]))
     with pytest.raises(ValueError, match="runs on the CPU only"):
         search.make_searcher(features, backend="balltree", device="cuda")
 

@@ -93,6 +93,8 @@ class CellSearch:
         sources = None if sources is None else np.asarray(sources, dtype=np.int64)
         if sources is not None and sources.shape != (len(queries),):
             raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
+        if sources is not None and len(sources) and not 0 <= sources.min() <= sources.max() < len(self.order):
+            raise ValueError(f"sources must be frame indices in 0..{len(self.order) - 1}")
         step = min(QUERY_BLOCK, max(1024, BOUND_ELEMENTS // len(self.radii)))
         blocks = [slice(start, start + step) for start in range(0, len(queries), step)]
         jobs = [(queries[block], None if sources is None else sources[block]) for block in blocks]

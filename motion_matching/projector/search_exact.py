@@ -1,9 +1,10 @@
 """Exactness helpers shared by the search backends: float32 error bounds and float64 re-ranking.
 
-Fast backends rank frames by ``|x|^2 - 2 q.x`` computed in float32 on mean-centred data. That value is
-within ``error_bound`` of the true squared distance minus ``|q|^2``, so a candidate whose value beats
-every other frame's by more than twice the bound is the exact nearest frame; otherwise the query is
-"ambiguous" and is settled by ``nearest_float64``, which uses direct differences in float64.
+Fast backends rank frames by float32 sums such as ``|x|^2 - 2 q.x`` on mean-centred data, each within
+a stated error bound (``CentredFrames.tolerance`` for whole-vector sums) of the true squared distance.
+A best frame that beats every other frame by more than the bounds is the exact nearest frame; the
+other queries are settled in float64: ``settle`` re-ranks a few float32 candidates by direct
+differences, and ``CentredFrames.nearest_float64`` searches every frame.
 """
 import numpy as np
 
@@ -65,7 +66,8 @@ class CentredFrames:
         step = max(1, CHUNK_ELEMENTS // len(self.centred64))
         for start in range(0, len(centred), step):
             block = centred[start:start + step]
-            values = block @ (-2.0 * self.centred64.T)
+            values = block @ self.centred64.T
+            values *= -2.0
             values += self.squared64  # (k, F): |x|^2 - 2 q.x
             best = values.argmin(axis=1)
             norms = np.sqrt(np.einsum("ij,ij->i", block, block))
