@@ -39,13 +39,15 @@ class CellPass:
         return self.low <= self.best + self.best_error
 
     def run(self):
-        """Visit each query's nearest cell, then every cell its bounds cannot rule out; returns self."""
+        """Visit each query's nearest cell (if chosen), then every cell its bounds cannot rule out; returns
+        self."""
         nearest = self.bounds.nearest_cell
-        grouping = np.argsort(nearest, kind="stable")
-        counts = np.bincount(nearest, minlength=len(self.index.radii))
-        ends = np.cumsum(counts)
-        for cell in np.flatnonzero(counts):
-            self._visit(cell, grouping[ends[cell] - counts[cell]:ends[cell]], prune=False)
+        if nearest is not None:
+            grouping = np.argsort(nearest, kind="stable")
+            counts = np.bincount(nearest, minlength=len(self.index.radii))
+            ends = np.cumsum(counts)
+            for cell in np.flatnonzero(counts):
+                self._visit(cell, grouping[ends[cell] - counts[cell]:ends[cell]], prune=False)
         for cell in range(len(self.index.radii)):  # thresholds shrink as cells are visited
             group = np.flatnonzero(self.bounds.lower[cell] <= self.bounds.reach)
             if len(group):
