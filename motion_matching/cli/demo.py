@@ -29,8 +29,8 @@ def _train_line(progress):
 @click.option("--iterations", default=_DEFAULTS.iterations, show_default=True, type=click.IntRange(min=1),
               help="Training iterations (the toolkit runs 500,000).")
 @click.option("--batch-size", default=_DEFAULTS.batch_size, show_default=True, type=click.IntRange(min=1))
-@click.option("--threads", default=_DEFAULTS.threads, show_default=True, type=click.IntRange(min=1),
-              help="CPU threads for search and training.")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="CPU threads for search and training [default: every core for search, one for training].")
 @reports_errors
 def demo(out, frames, iterations, batch_size, threads):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.
