@@ -9,25 +9,24 @@ import logging
 
 import click
 
+from motion_matching.cli.cache import build_cache_command
+from motion_matching.cli.group import reports_errors
 from motion_matching.cli.train import run_training, training_options
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @training_options
 @click.pass_context
+@reports_errors
 def main(context, **options):
     """Train the Learned Motion Matching projector (no command) or build its neighbour cache."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("faiss").setLevel(logging.WARNING)
     if context.invoked_subcommand is None:
         run_training(**options)
 
 
-try:  # build-cache arrives with the cache module; training works without it
-    from motion_matching.cli.cache import build_cache_command
-except ImportError:
-    build_cache_command = None
-if build_cache_command is not None:
-    main.add_command(build_cache_command, "build-cache")
+main.add_command(build_cache_command, "build-cache")
 
 if __name__ == "__main__":
     main()

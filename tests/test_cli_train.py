@@ -66,6 +66,13 @@ def test_missing_database_is_one_error_line(in_files):
     assert result.output == "Error: database.bin: no such file\n"
 
 
+def test_script_missing_features_is_one_error_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(train_projector.main, ["--database", ""] + QUICK)
+    assert result.exit_code == 1
+    assert result.output == "Error: features.bin: no such file\n"
+
+
 def test_stale_settings_are_a_usage_error(in_files):
     result = CliRunner().invoke(main, ["train", "--database", "", "--iterations", "0"])
     assert result.exit_code == 2

@@ -6,7 +6,7 @@ in float64 (ties may pick any of the tied frames). Backends:
 - ``cells`` (default): k-means cells with radius bounds, queries grouped by cell, float32 GEMM, exact
   float64 settling of near-ties (``search_cells.py``);
 - ``balltree``: scikit-learn's BallTree in float64, the toolkit's reference;
-- ``faiss-flat``: faiss ``IndexFlatL2`` brute force (k=2), made exact by float64 settling of near-ties;
+- ``faiss-flat``: faiss ``IndexFlatL2`` brute force (8 candidates), made exact by float64 settling of near-ties;
 - ``torch``: brute force with torch on ``device`` (``"cpu"`` or ``"cuda"``), TF32 disabled, same settling.
 
 faiss reports squared L2 distances; we only use its indices.
