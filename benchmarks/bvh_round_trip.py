@@ -16,19 +16,11 @@ import click
 import numpy as np
 
 from bench_bvh import procedural_clip
-from motion_matching import bvh_export, bvh_import, database_build, formats, quat, skeleton, synthetic
+from motion_matching import bvh_export, bvh_import, database_build, formats, skeleton, synthetic
 
 LAFAN1 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "reference-features",
                       "database.bin")
 FEET = [skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.LEFT_TOE, skeleton.RIGHT_TOE]
-
-
-def world_positions(database, index):
-    start, stop = database.range_starts[index], database.range_stops[index]
-    positions, _ = quat.forward_kinematics(database.bone_positions[start:stop].astype(np.float64),
-                                           database.bone_rotations[start:stop].astype(np.float64),
-                                           skeleton.BONE_PARENTS)
-    return positions
 
 
 def round_trip_distances(database):
@@ -37,7 +29,8 @@ def round_trip_distances(database):
         again = bvh_import.database_from_bvh_files(bvh_export.write_database_bvh(database, folder))
     distances = []
     for index in range(len(database.range_starts)):
-        before, after = world_positions(database, index), world_positions(again, index)
+        before = database_build.range_world_positions(database, index)
+        after = database_build.range_world_positions(again, index)
         distances.append(np.linalg.norm(before[:len(after)] - after, axis=-1))
     distances = np.concatenate(distances)
     distances[:, 0] = 0.0

@@ -71,6 +71,15 @@ def mirror_clip(positions, rotations):
     return mirrored_positions, mirrored_rotations
 
 
+def range_world_positions(database, index):
+    """World positions (frames, B, 3) float64, metres, of range ``index`` of a ``formats.Database``."""
+    start, stop = database.range_starts[index], database.range_stops[index]
+    positions, _ = quat.forward_kinematics(database.bone_positions[start:stop].astype(np.float64),
+                                           database.bone_rotations[start:stop].astype(np.float64),
+                                           skeleton.BONE_PARENTS)
+    return positions
+
+
 def _clip_arrays(positions, rotations, fps):
     velocities = central_differences(positions, fps=fps)
     angular = angular_velocities(rotations, fps=fps)

@@ -37,15 +37,6 @@ def smooth_database():
     return database_build.build_database([smooth_clip(240, seed=1), smooth_clip(150, seed=2)])
 
 
-def world(database, index):
-    """World positions (F, 23, 3) of range ``index``."""
-    start, stop = database.range_starts[index], database.range_stops[index]
-    positions, _ = quat.forward_kinematics(database.bone_positions[start:stop].astype(np.float64),
-                                           database.bone_rotations[start:stop].astype(np.float64),
-                                           skeleton.BONE_PARENTS)
-    return positions
-
-
 def round_trip_errors(database, folder):
     """Export and re-import ``database``; returns (world distances (frames, 22) metres, re-imported database).
 
@@ -56,7 +47,8 @@ def round_trip_errors(database, folder):
     assert len(again.range_starts) == 2 * len(database.range_starts)
     distances = []
     for index in range(len(database.range_starts)):
-        before, after = world(database, index), world(again, index)
+        before = database_build.range_world_positions(database, index)
+        after = database_build.range_world_positions(again, index)
         assert 0 <= len(before) - len(after) <= 1
         distances.append(np.linalg.norm(before[:len(after)] - after, axis=-1))
     # the simulation bone is re-derived from Spine2 and the Hips, so only the body is compared
