@@ -1,5 +1,20 @@
 """Learned Motion Matching projector trainer: a drop-in plug-in for Daniel Holden's toolkit."""
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptimisedBuildExt(build_ext):
+    """Compiler flags by compiler family; the extension is optional (``search_cells`` is the fallback)."""
+
+    def build_extensions(self):
+        unix = self.compiler.compiler_type == "unix"
+        for extension in self.extensions:
+            extension.extra_compile_args = ["-O3", "-fno-math-errno", "-Wno-psabi"] if unix else ["/O2"]
+        super().build_extensions()
+
+
+cell_search = Extension("motion_matching.projector._cellsearch", ["motion_matching/projector/_cellsearch.c"],
+                        optional=True)
 
 setup(
     name="motion-matching-projector",
@@ -7,6 +22,9 @@ setup(
     description="Train the Learned Motion Matching projector fast, exactly and reproducibly",
     packages=find_packages(include=["motion_matching", "motion_matching.*"]),
     py_modules=["train_projector", "generate_database"],
+    # the compiled inner loop of the default search; without a C compiler the pure-numpy one is used
+    ext_modules=[cell_search],
+    cmdclass={"build_ext": OptimisedBuildExt},
     python_requires=">=3.9",
     install_requires=[
         "numpy>=1.23",

@@ -5,10 +5,12 @@ import torch
 
 from conftest import random_features
 from motion_matching.errors import MotionMatchingError
-from motion_matching.projector import search, search_cells
+from motion_matching.projector import search, search_cells, search_cells_compiled
 from motion_matching.projector.queries import generate_queries
 
-CPU_BACKENDS = ["cells", "balltree", "faiss-flat", "torch"]
+CPU_BACKENDS = ["cells", "cells-numpy", "balltree", "faiss-flat", "torch"]
+needs_compiled = pytest.mark.skipif(not search_cells_compiled.available(),
+                                    reason="the C extension _cellsearch was not built (no C compiler at install)")
 
 
 def true_distances(features, queries):
@@ -107,6 +109,7 @@ def test_other_dimensions(backend, nfeatures):
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_any_frame_as_source_and_two_threads(backend, monkeypatch):
     monkeypatch.setattr(search_cells, "QUERY_BLOCK", 128)  # several blocks, searched two at a time
+    monkeypatch.setattr(search_cells_compiled, "BLOCK", 64)
     features = random_features(2000, seed=8)
     queries, _ = noisy_queries(features, count=700)
     sources = np.random.default_rng(0).integers(0, len(features), len(queries))
@@ -126,6 +129,57 @@ def test_cells_with_other_cell_counts(ncells):
     features = random_features(3000, seed=10)
     queries, sources = noisy_queries(features, count=300)
     assert_nearest(features, queries, search_cells.CellSearch(features, ncells=ncells).nearest(queries, sources))
+
+
+@needs_compiled
+@pytest.mark.parametrize("ncells", [1, 7, 70, 375])
+def test_compiled_cells_with_other_cell_counts(ncells):
+    features = random_features(3000, seed=10)
+    queries, sources = noisy_queries(features, count=300)
+    searcher = search_cells_compiled.CompiledCellSearch(features, ncells=ncells)
+    assert_nearest(features, queries, searcher.nearest(queries, sources))
+    assert_nearest(features, queries, searcher.nearest(queries))
+
+
+@needs_compiled
+def test_compiled_cells_on_the_training_stream_of_a_larger_database():
+    features = random_features(20000, seed=13)
+    queries, sources = noisy_queries(features, count=1500)
+    searcher = search.make_searcher(features)
+    assert isinstance(searcher, search_cells_compiled.CompiledCellSearch)
+    assert_nearest(features, queries, searcher.nearest(queries, sources))
+
+
+@needs_compiled
+def test_compiled_cells_with_queries_near_frames_and_between_cells():
+    features = random_features(4000, seed=14)
+    rng = np.random.default_rng(1)
+    pairs = rng.integers(0, len(features), (400, 2))
+    midpoints = ((features[pairs[:, 0]].astype(np.float64) + features[pairs[:, 1]]) / 2).astype(np.float32)
+    nudged = features[:400] + np.float32(1e-6) * rng.standard_normal((400, 27)).astype(np.float32)
+    queries = np.concatenate([midpoints, nudged, features[400:800]])
+    assert_exact("cells", features, queries)
+
+
+def test_cells_falls_back_to_numpy_for_values_that_are_not_float32():
+    features = random_features(1000, seed=15).astype(np.float64) + 1e-9
+    assert not search_cells_compiled.accepts(features)
+    searcher = search.make_searcher(features)
+    assert isinstance(searcher, search_cells.CellSearch)
+    queries = noisy_queries(features.astype(np.float32), count=100)[0]
+    assert_nearest(features, queries, searcher.nearest(queries))
+
+
+@needs_compiled
+def test_compiled_cells_refuses_bad_input():
+    features = random_features(500, seed=16)
+    searcher = search_cells_compiled.CompiledCellSearch(features)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        searcher.nearest(np.full((2, 27), np.nan, np.float32))
+    with pytest.raises(ValueError, match="sources must be frame indices"):
+        searcher.nearest(features[:2], np.array([0, 500]))
+    with pytest.raises(ValueError, match="needs float32 features"):
+        search_cells_compiled.CompiledCellSearch(features.astype(np.float64) + 1e-9)
 
 
 def test_default_backend_is_cells():

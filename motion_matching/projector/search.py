@@ -3,7 +3,10 @@
 Every backend returns, for each query, a frame whose squared distance equals the true minimum computed
 in float64 (ties may pick any of the tied frames). Backends:
 
-- ``cells`` (default): k-means cells with radius bounds, queries grouped by cell, float32 GEMM, exact
+- ``cells`` (default): k-means cells with ball, principal-axis and per-frame sketch bounds in a compiled
+  loop (``search_cells_compiled.py``, the C extension ``_cellsearch``); where the extension was not
+  built, or the frames are not float32 values, the same idea in numpy (``cells-numpy``);
+- ``cells-numpy``: k-means cells with radius bounds, queries grouped by cell, float32 GEMM, exact
   float64 settling of near-ties (``search_cells.py``);
 - ``balltree``: scikit-learn's BallTree in float64, the toolkit's reference;
 - ``faiss-flat``: faiss ``IndexFlatL2`` brute force (8 candidates), made exact by float64 settling of near-ties;
@@ -16,6 +19,7 @@ import contextlib
 import numpy as np
 
 from ..errors import MotionMatchingError
+from . import search_cells_compiled
 from .search_cells import CellSearch
 from .search_exact import CentredFrames, settle
 
@@ -131,8 +135,15 @@ class TorchBruteSearch:
         return settle(self.frames, queries, candidates, values + norms[:, None] ** 2, norms)
 
 
-BACKENDS = {"cells": CellSearch, "balltree": BallTreeSearch, "faiss-flat": FaissFlatSearch,
-            "torch": TorchBruteSearch}
+def cell_search(features, *, threads=None):
+    """The ``cells`` backend: the compiled search where it is built and takes ``features``, else numpy."""
+    if search_cells_compiled.available() and search_cells_compiled.accepts(features):
+        return search_cells_compiled.CompiledCellSearch(features, threads=threads)
+    return CellSearch(features, threads=threads)
+
+
+BACKENDS = {"cells": cell_search, "cells-numpy": CellSearch, "balltree": BallTreeSearch,
+            "faiss-flat": FaissFlatSearch, "torch": TorchBruteSearch}
 DEFAULT_BACKEND = "cells"
 
 

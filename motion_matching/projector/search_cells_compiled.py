@@ -1,0 +1,194 @@
+"""``cells`` with a compiled inner loop (the C extension ``_cellsearch``): the default exact search.
+
+The index is built here with faiss k-means and numpy: frames grouped into cells; each cell's rows
+sorted by their distance to its centre; its radius; its principal axes with the intervals of its rows
+along them and its residual radius; and for each row a sketch (its coordinates along the cell's
+first seven axes and the length of the rest). One float32 GEMM per block of queries gives every
+query-centre dot product; the C loop (see the header of ``_cellsearch.c``) then prunes cells by the
+ball and principal-axis bounds and rows by the triangle inequality and their sketches, and compares
+the rest exactly. Blocks of queries run on ``threads`` Python threads (the loop releases the GIL).
+
+It needs the frames to be float32 values (features.bin holds float32); ``accepts`` says whether
+they are. Queries are rounded to float32, as by every backend.
+"""
+import concurrent.futures
+
+import numpy as np
+
+try:
+    from . import _cellsearch
+except ImportError:  # not built (no C compiler at install time): search_cells.CellSearch is used
+    _cellsearch = None
+
+LANES = 8  # as in _cellsearch.c: centres per vector, axes per cell, sketch length; features padded to it
+BLOCK = 512  # queries per call into C: a (512, C) dot-product block stays in cache
+KMEANS_ITERATIONS = 16
+KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
+KMEANS_SEED = 1234
+MIN_FRAMES_PER_CELL = 8
+
+
+def available():
+    """True when the compiled loop was built and imports."""
+    return _cellsearch is not None
+
+
+def accepts(features):
+    """True when ``features`` (F, n) are finite float32 values (so that the float32 loop is exact)."""
+    frames = np.asarray(features)
+    if frames.ndim != 2 or frames.dtype == np.float32:
+        return frames.ndim == 2
+    return bool(np.array_equal(frames.astype(np.float32), frames))
+
+
+def cell_count(nframes):
+    """Default number of cells for ``nframes`` frames: about ``4.5 sqrt(F)``, at most ``F / 8``."""
+    return int(max(1, min(nframes // MIN_FRAMES_PER_CELL, round(4.5 * np.sqrt(nframes)))))
+
+
+def _available_cores():
+    from .search_cells import _available_cores as cores
+    return cores()
+
+
+class CompiledCellSearch:
+    """Exact nearest-frame search over k-means cells with a compiled loop.
+
+    Arrays handed to C are C-contiguous, with features padded by zeros to ``width`` (a multiple of
+    ``LANES``), which changes no distance; centres and axes are float32 values, and every bound is
+    computed in float64 from them and then rounded outwards to float32.
+    """
+
+    def __init__(self, features, *, threads=None, ncells=None):
+        if _cellsearch is None:
+            raise RuntimeError("the compiled cells search (_cellsearch) is not built; use search_cells.CellSearch")
+        frames = np.asarray(features)
+        if frames.ndim != 2 or frames.shape[0] == 0:
+            raise ValueError(f"features must be a non-empty (F, n) array, got shape {frames.shape}")
+        if not accepts(frames):
+            raise ValueError("the compiled cells search needs float32 features")
+        frames32 = np.ascontiguousarray(frames, dtype=np.float32)
+        if not np.isfinite(frames32).all():
+            raise ValueError("features contain NaN or infinite values")
+        exact = frames32.astype(np.float64)
+        self.nfeatures = exact.shape[1]
+        self.width = -(-self.nfeatures // LANES) * LANES
+        self.threads = max(1, int(threads or _available_cores()))
+        centroids, assignment = _kmeans(frames32, ncells or cell_count(len(exact)))
+        offsets = exact - centroids.astype(np.float64)[assignment]
+        lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
+        self.order = np.lexsort((lengths, assignment)).astype(np.int64)  # by cell, then by length
+        self.position = np.empty_like(self.order)
+        self.position[self.order] = np.arange(len(self.order))
+        self.starts = np.concatenate([[0], np.cumsum(np.bincount(assignment))]).astype(np.int64)
+        self.rows = self._padded(frames32[self.order])
+        self.rows64 = self.rows.astype(np.float64)
+        self.lengths = np.ascontiguousarray(lengths[self.order])
+        self.radii = np.maximum.reduceat(self.lengths, self.starts[:-1])
+        self._centres(centroids, exact.mean(axis=0).astype(np.float32))
+        self._axis_bounds(offsets[self.order], min(LANES, self.nfeatures))
+
+    def _padded(self, array):
+        """``array`` (k, n) as float32 (k, width), padded with zeros."""
+        padded = np.zeros((len(array), self.width), np.float32)
+        padded[:, :array.shape[1]] = array
+        return padded
+
+    def _centres(self, centroids, mean):
+        """The centres (C, width) float32; less the mean and transposed for the GEMM, with their squares."""
+        self.centroids = self._padded(centroids)
+        self.mean = self._padded(mean[None])[0]
+        centred = np.zeros((-(-len(centroids) // LANES) * LANES, self.width), np.float32)
+        centred[:len(centroids)] = self.centroids - self.mean
+        squares = np.einsum("ij,ij->i", centred.astype(np.float64), centred.astype(np.float64))
+        self.centre_squares = squares.astype(np.float32)
+        self.centred_centres_t = np.ascontiguousarray(centred.T)  # (width, C rounded up to LANES)
+
+    def _axis_bounds(self, offsets, count):
+        """Per cell: ``count`` principal axes rounded to float32 (zero axes up to ``LANES``), the intervals
+        of its rows along them and its residual radius, rounded outwards; per row: its sketch."""
+        ncells = len(self.centroids)
+        self.axes = np.zeros((ncells, self.width, LANES), np.float32)
+        self.sketches = np.zeros((len(self.rows), LANES), np.float32)
+        low, high, residual = np.zeros((ncells, LANES)), np.zeros((ncells, LANES)), np.zeros(ncells)
+        for cell in range(ncells):
+            start, stop = self.starts[cell], self.starts[cell + 1]
+            block = offsets[start:stop]
+            axes = np.linalg.svd(block, full_matrices=True)[2][:count].astype(np.float32).astype(np.float64)
+            along = block @ axes.T
+            rest = block - along @ axes
+            self.axes[cell, :self.nfeatures, :count] = axes.T
+            low[cell, :count], high[cell, :count] = along.min(axis=0), along.max(axis=0)
+            # float32 rounding of the axes leaves them orthonormal to about 1e-6: margins of 1e-5 r_c
+            margin = 1e-5 * self.radii[cell]
+            residual[cell] = np.sqrt(np.einsum("ij,ij->i", rest, rest).max()) + margin
+            sketch = np.zeros((len(block), LANES))
+            sketch[:, :min(count, LANES - 1)] = along[:, :LANES - 1]
+            rest = block - sketch[:, :min(count, LANES - 1)] @ axes[:LANES - 1]  # directly: no cancellation
+            sketch[:, -1] = np.sqrt(np.einsum("ij,ij->i", rest, rest))
+            self.sketches[start:stop] = sketch
+        self.low = np.nextafter(low.astype(np.float32), np.float32(-np.inf))
+        self.high = np.nextafter(high.astype(np.float32), np.float32(np.inf))
+        self.residual = np.nextafter(residual.astype(np.float32), np.float32(np.inf))
+
+    def nearest(self, queries, sources=None):
+        """Indices (m,) int64 of the nearest frame of each query (m, n).
+
+        ``sources`` (m,) int64, the frame each query was made from, gives a first upper bound.
+        """
+        from threadpoolctl import threadpool_limits
+        queries = np.asarray(queries)
+        if queries.ndim != 2 or queries.shape[1] != self.nfeatures:
+            raise ValueError(f"queries must have shape (m, {self.nfeatures}), got {queries.shape}")
+        if sources is None:
+            start_rows = np.full(len(queries), -1, np.int64)
+        else:
+            sources = np.asarray(sources, dtype=np.int64)
+            if sources.shape != (len(queries),):
+                raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
+            if len(sources) and not 0 <= sources.min() <= sources.max() < len(self.order):
+                raise ValueError(f"sources must be frame indices in 0..{len(self.order) - 1}")
+            start_rows = self.position[sources]
+        found = np.empty(len(queries), np.int64)
+        blocks = [slice(start, start + BLOCK) for start in range(0, len(queries), BLOCK)]
+
+        def search(block):
+            found[block] = self._search_block(queries[block], start_rows[block])
+
+        with threadpool_limits(limits=1, user_api="blas"):  # threads over blocks beat threaded BLAS
+            if self.threads == 1 or len(blocks) < 2:
+                for block in blocks:
+                    search(block)
+            else:
+                with concurrent.futures.ThreadPoolExecutor(min(self.threads, len(blocks))) as pool:
+                    list(pool.map(search, blocks))
+        return self.order[found]
+
+    def _search_block(self, queries, start_rows):
+        """Row positions (k,) int64 of the nearest frames of ``queries`` (k, n)."""
+        padded = self._padded(queries)
+        if not np.isfinite(padded).all():
+            raise ValueError("queries contain NaN or infinite values")
+        dots = (padded - self.mean) @ self.centred_centres_t  # (k, C'): (q - mean).(c - mean), float32
+        result = np.empty(len(queries), np.int64)
+        _cellsearch.nearest(self.nfeatures, self.width, len(self.centroids), len(self.rows), len(queries),
+                            self.mean, dots, self.centre_squares, self.centroids, self.radii, self.axes,
+                            self.low, self.high, self.residual, self.starts, self.rows, self.rows64,
+                            self.lengths, self.sketches, padded, np.ascontiguousarray(start_rows), result)
+        return result
+
+
+def _kmeans(frames, ncells):
+    """Centroids (C, n) float32 and each frame's cell (F,) int64, every cell non-empty (faiss k-means)."""
+    ncells = max(1, min(int(ncells), len(frames) // MIN_FRAMES_PER_CELL))
+    if ncells == 1:
+        return frames.mean(axis=0, keepdims=True, dtype=np.float64).astype(np.float32), np.zeros(len(frames), np.int64)
+    import faiss
+    kmeans = faiss.Kmeans(frames.shape[1], ncells, niter=KMEANS_ITERATIONS, seed=KMEANS_SEED, verbose=False,
+                          max_points_per_centroid=KMEANS_SAMPLE_PER_CELL, min_points_per_centroid=1)
+    kmeans.train(frames)
+    _, assignment = kmeans.index.search(frames, 1)
+    counts = np.bincount(assignment[:, 0], minlength=ncells)
+    renumber = np.cumsum(counts > 0) - 1  # drop empty cells
+    return (np.ascontiguousarray(kmeans.centroids[counts > 0], dtype=np.float32),
+            renumber[assignment[:, 0]].astype(np.int64))
