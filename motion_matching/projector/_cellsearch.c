@@ -31,12 +31,13 @@ RANK_SLACK of the best is compared again in float64, so the answer is the float6
 #define SKETCH_SLACK 1e-5     /* sketch margins, relative to |q - c| + r_c (> (n + 1) 2^-24 + rounding) */
 #define RESIDUAL_SLACK 1e-4   /* error of |t|^2 - |p|^2 in float32, relative to |t|^2 (> ~ 8 (n + 1) 2^-24) */
 
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(CELLSEARCH_PORTABLE) /* the latter for tests */
 typedef float Lanes __attribute__((vector_size(32))); /* eight floats: one AVX register, or two SSE ones */
 typedef int32_t Bits __attribute__((vector_size(32)));
+typedef float Quad __attribute__((vector_size(16)));
 #define HAVE_LANES 1
 #endif
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(CELLSEARCH_PORTABLE)
 #define HAVE_AVX2_COPY 1 /* search_one is compiled twice: for AVX2 with FMA, chosen at run time, and plain */
 #define INLINE inline __attribute__((always_inline))
 #else
@@ -54,9 +55,9 @@ typedef struct {
     const float *residual;       /* (C,): largest |(x - c) - V^T V (x - c)|, rounded up */
     const int64_t *starts;       /* (C + 1,) */
     const float *rows;           /* (F, width) in cell order */
-    const double *rows64;        /* (F, width) the same in float64 */
     const double *lengths;       /* (F,) |x - c|, ascending within each cell */
-    const float *sketches;       /* (F, 8): V_j.(x - c) for the cell's first 7 axes, then |rest| */
+    const float *sketch_columns; /* (8, F + 8): V_j.(x - c) for the cell's first 7 axes, then |rest| */
+    Py_ssize_t nrows;
 } Index;
 
 typedef struct {
@@ -74,7 +75,11 @@ static INLINE Lanes load_lanes(const float *values)
 
 static INLINE float lane_sum(Lanes lanes)
 {
-    return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    Quad low, high;
+    memcpy(&low, &lanes, sizeof(low));
+    memcpy(&high, (const char *)&lanes + sizeof(low), sizeof(high));
+    low += high;
+    return (low[0] + low[2]) + (low[1] + low[3]);
 }
 #endif
 
@@ -101,7 +106,7 @@ static INLINE float squared_distance(const float *a, const float *b, Py_ssize_t 
 #endif
 }
 
-static INLINE double squared_distance64(const float *a, const double *b, Py_ssize_t n)
+static INLINE double squared_distance64(const float *a, const float *b, Py_ssize_t n)
 {
     double sum = 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -113,7 +118,7 @@ static INLINE double squared_distance64(const float *a, const double *b, Py_ssiz
 
 static INLINE void consider(const Index *index, const float *query, int64_t row, Best *best)
 {
-    double distance = squared_distance64(query, index->rows64 + row * index->width, index->nfeatures);
+    double distance = squared_distance64(query, index->rows + row * index->width, index->nfeatures);
     if (distance < best->distance) {
         best->distance = distance;
         best->row = row;
@@ -133,25 +138,58 @@ static INLINE int64_t lower_position(const double *lengths, int64_t start, int64
     return start;
 }
 
-/* Lower bound on |q - x|^2 from the sketches: per lane max(|a_j - s_j| - e_j, 0)^2, summed. */
-static INLINE float sketch_bound(const float *along, const float *errors, const float *sketch)
+/* First position in lengths[start:stop] whose value is > value. */
+static INLINE int64_t upper_position(const double *lengths, int64_t start, int64_t stop, double value)
+{
+    while (start < stop) {
+        int64_t middle = start + (stop - start) / 2;
+        if (lengths[middle] <= value)
+            start = middle + 1;
+        else
+            stop = middle;
+    }
+    return start;
+}
+
+/* passes[k] = whether the sketch bound of row k of the eight at ``columns`` (lane j at j * stride)
+   is at most ``prune``: sum_j max(|point_j - sketch_j| - errors_j, 0)^2 <= prune. */
+static INLINE void sketch_tests(const float *point, const float *errors, const float *columns, Py_ssize_t stride,
+                                float prune, int *passes)
 {
 #ifdef HAVE_LANES
+    const Lanes zero = {0.0f};
     const Bits magnitude = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,
                             0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
-    const Lanes zero = {0.0f};
-    Lanes gap = (Lanes)((Bits)(load_lanes(along) - load_lanes(sketch)) & magnitude) - load_lanes(errors);
-    gap = (Lanes)((Bits)gap & (gap > zero)); /* negative lanes to zero */
-    return lane_sum(gap * gap);
-#else
-    float sum = 0.0f;
+    Lanes bound = {0.0f};
     for (int j = 0; j < LANES; j++) {
-        float gap = fabsf(along[j] - sketch[j]) - errors[j];
-        if (gap > 0.0f)
-            sum += gap * gap;
+        Lanes gap = (Lanes)((Bits)(point[j] - load_lanes(columns + j * stride)) & magnitude) - errors[j];
+        gap = (Lanes)((Bits)gap & (gap > zero)); /* negative lanes to zero */
+        bound += gap * gap;
     }
-    return sum;
+    Bits pass = bound <= prune;
+    for (int k = 0; k < LANES; k++)
+        passes[k] = pass[k] != 0;
+#else
+    for (int k = 0; k < LANES; k++) {
+        float bound = 0.0f;
+        for (int j = 0; j < LANES; j++) {
+            float gap = fabsf(point[j] - columns[j * stride + k]) - errors[j];
+            if (gap > 0.0f)
+                bound += gap * gap;
+        }
+        passes[k] = bound <= prune;
+    }
 #endif
+}
+
+/* Compare row ``row`` directly; returns 1 when the best changed. */
+static INLINE int compare_row(const Index *index, const float *query, int64_t row, double threshold, Best *best)
+{
+    if (squared_distance(query, index->rows + row * index->width, index->width) > threshold)
+        return 0;
+    int64_t before = best->row;
+    consider(index, query, row, best);
+    return best->row != before;
 }
 
 /* Compare the rows of ``cell`` that neither the triangle inequality (their length is within the best
@@ -159,11 +197,11 @@ static INLINE float sketch_bound(const float *along, const float *errors, const 
    seven axes, as computed by axis_bound, and ``offset_squared`` |q - c|^2. A row's sketch holds
    V_j.(x - c) for those axes and the length of the rest of x - c, so that
        |q - x|^2 >= sum_j (V_j.(q - x))^2 + (|rest of q - c| - |rest of x - c|)^2;
-   the float32 errors of the query's side go into per-lane margins. */
+   the float32 errors of the query's side go into per-lane margins. Sketches are stored by lane
+   (``sketch_columns`` (8, F + 8)), so eight rows are bounded at a time. */
 static INLINE void scan_cell(const Index *index, const float *query, Py_ssize_t cell, const float *along,
                              float offset_squared, Best *best)
 {
-    const Py_ssize_t width = index->width;
     const double centre = sqrt((double)offset_squared);
     float point[LANES], errors[LANES], along_squared = 0.0f;
     const float margin = (float)(SKETCH_SLACK * (centre + index->radii[cell]));
@@ -177,21 +215,20 @@ static INLINE void scan_cell(const Index *index, const float *query, Py_ssize_t 
     float low = sqrtf(rest - spread > 0.0f ? rest - spread : 0.0f), high = sqrtf((rest > 0.0f ? rest : 0.0f) + spread);
     point[LANES - 1] = 0.5f * (low + high);
     errors[LANES - 1] = 0.5f * (high - low) + margin;
-    double reach = sqrt(best->distance) + BOUND_SLACK * (sqrt(best->distance) + centre);
+    const double reach = sqrt(best->distance) + BOUND_SLACK * (sqrt(best->distance) + centre);
     double threshold = best->distance * (1.0 + RANK_SLACK);
-    double prune = best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared;
-    int64_t stop = index->starts[cell + 1];
-    int64_t row = lower_position(index->lengths, index->starts[cell], stop, centre - reach);
-    for (; row < stop && index->lengths[row] <= centre + reach; row++) {
-        if ((double)sketch_bound(point, errors, index->sketches + row * LANES) > prune)
-            continue;
-        float distance = squared_distance(query, index->rows + row * width, width);
-        if (distance <= threshold) {
-            consider(index, query, row, best);
-            reach = sqrt(best->distance) + BOUND_SLACK * (sqrt(best->distance) + centre);
-            threshold = best->distance * (1.0 + RANK_SLACK);
-            prune = best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared;
-        }
+    float prune = (float)((best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared) * (1.0 + 1e-6));
+    int64_t first = lower_position(index->lengths, index->starts[cell], index->starts[cell + 1], centre - reach);
+    int64_t last = upper_position(index->lengths, first, index->starts[cell + 1], centre + reach);
+    const Py_ssize_t stride = index->nrows + LANES;
+    for (int64_t row = first; row < last; row += LANES) {
+        int passes[LANES];
+        sketch_tests(point, errors, index->sketch_columns + row, stride, prune, passes);
+        for (int k = 0; k < LANES && row + k < last; k++)
+            if (passes[k] && compare_row(index, query, row + k, threshold, best)) {
+                threshold = best->distance * (1.0 + RANK_SLACK);
+                prune = (float)((best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared) * (1.0 + 1e-6));
+            }
     }
 }
 
@@ -257,8 +294,9 @@ static INLINE float axis_bound(const Index *index, const float *query, Py_ssize_
 
 /* Lower bounds (C,) on |q - c|^2 for every centre from the dot products ``dots`` (C,) of q' = q - mean
    with the centres less the mean (computed in float32 by BLAS): |q'|^2 + |c'|^2 - 2 q'.c' less its
-   float32 error bound; the dot product's is n |q'| |c'| roundoffs whatever the order of its sum. */
-static INLINE void centre_bounds(const Index *index, const float *query, const float *dots, float *lower)
+   float32 error bound; the dot product's is n |q'| |c'| roundoffs whatever the order of its sum.
+   Returns the cell with the smallest bound. */
+static INLINE Py_ssize_t centre_bounds(const Index *index, const float *query, const float *dots, float *lower)
 {
     const Py_ssize_t n = index->nfeatures, ncells = index->ncells;
     float query_square = 0.0f;
@@ -273,6 +311,11 @@ static INLINE void centre_bounds(const Index *index, const float *query, const f
         float size = query_square + squares[cell];
         lower[cell] = size - 2.0f * dots[cell] - error_units * size;
     }
+    Py_ssize_t nearest = 0;
+    for (Py_ssize_t cell = 1; cell < ncells; cell++)
+        if (lower[cell] < lower[nearest])
+            nearest = cell;
+    return nearest;
 }
 
 static INLINE void search_body(const Index *index, const float *query, int64_t source, float *lower,
@@ -280,11 +323,7 @@ static INLINE void search_body(const Index *index, const float *query, int64_t s
 {
     const Py_ssize_t ncells = index->ncells;
     Best best = {INFINITY, -1};
-    centre_bounds(index, query, dots, lower);
-    Py_ssize_t first = 0;
-    for (Py_ssize_t cell = 1; cell < ncells; cell++)
-        if (lower[cell] < lower[first])
-            first = cell;
+    Py_ssize_t first = centre_bounds(index, query, dots, lower);
     if (source >= 0)
         consider(index, query, source, &best);
     float offset_squared, along[LANES];
@@ -355,41 +394,54 @@ static int take(PyObject *object, Held *held, Py_ssize_t bytes, int writable, co
     return 0;
 }
 
+enum { MEAN, DOTS, CENTRE_SQUARES, CENTROIDS, RADII, AXES, LOW, HIGH, RESIDUAL, STARTS, ROWS, LENGTHS,
+       SKETCH_COLUMNS, QUERIES, SOURCES, RESULT, COUNT };
+
 static PyObject *nearest(PyObject *self, PyObject *args)
 {
     (void)self;
-    enum { COUNT = 17 };
     Py_ssize_t nfeatures, width, ncells, nrows, nqueries;
     PyObject *objects[COUNT];
-    if (!PyArg_ParseTuple(args, "nnnnnOOOOOOOOOOOOOOOOO", &nfeatures, &width, &ncells, &nrows, &nqueries, &objects[0],
-                          &objects[1], &objects[2], &objects[3], &objects[4], &objects[5], &objects[6],
-                          &objects[7], &objects[8], &objects[9], &objects[10], &objects[11], &objects[12],
-                          &objects[13], &objects[14], &objects[15], &objects[16]))
+    if (!PyArg_ParseTuple(args, "nnnnnOOOOOOOOOOOOOOOO", &nfeatures, &width, &ncells, &nrows, &nqueries,
+                          &objects[0], &objects[1], &objects[2], &objects[3], &objects[4], &objects[5],
+                          &objects[6], &objects[7], &objects[8], &objects[9], &objects[10], &objects[11],
+                          &objects[12], &objects[13], &objects[14], &objects[15]))
         return NULL;
     if (nfeatures <= 0 || width < nfeatures || width % LANES || ncells <= 0 || nrows <= 0 || nqueries < 0) {
         PyErr_SetString(PyExc_ValueError, "invalid sizes");
         return NULL;
     }
     const Py_ssize_t padded = (ncells + LANES - 1) / LANES * LANES;
-    const char *names[COUNT] = {"mean", "dots", "centre_squares", "centroids", "radii", "axes",
-                                "low", "high", "residual", "starts", "rows", "rows64", "lengths", "sketches",
-                                "queries", "sources", "result"};
-    const Py_ssize_t sizes[COUNT] = {width * 4, nqueries * padded * 4, padded * 4, ncells * width * 4,
-                                     ncells * 8, ncells * width * LANES * 4, ncells * LANES * 4,
-                                     ncells * LANES * 4, ncells * 4, (ncells + 1) * 8, nrows * width * 4,
-                                     nrows * width * 8, nrows * 8, nrows * LANES * 4, nqueries * width * 4, nqueries * 8,
-                                     nqueries * 8};
+    const char *names[COUNT] = {"mean", "dots", "centre_squares", "centroids", "radii", "axes", "low", "high",
+                                "residual", "starts", "rows", "lengths", "sketch_columns", "queries", "sources",
+                                "result"};
+    Py_ssize_t sizes[COUNT];
+    sizes[MEAN] = width * 4;
+    sizes[DOTS] = nqueries * padded * 4;
+    sizes[CENTRE_SQUARES] = padded * 4;
+    sizes[CENTROIDS] = ncells * width * 4;
+    sizes[RADII] = ncells * 8;
+    sizes[AXES] = ncells * width * LANES * 4;
+    sizes[LOW] = sizes[HIGH] = ncells * LANES * 4;
+    sizes[RESIDUAL] = ncells * 4;
+    sizes[STARTS] = (ncells + 1) * 8;
+    sizes[ROWS] = nrows * width * 4;
+    sizes[LENGTHS] = nrows * 8;
+    sizes[SKETCH_COLUMNS] = (nrows + LANES) * LANES * 4;
+    sizes[QUERIES] = nqueries * width * 4;
+    sizes[SOURCES] = sizes[RESULT] = nqueries * 8;
     Held held[COUNT];
     memset(held, 0, sizeof(held));
     PyObject *answer = NULL;
     for (int i = 0; i < COUNT; i++)
-        if (take(objects[i], &held[i], sizes[i], i == 16, names[i]) < 0)
+        if (take(objects[i], &held[i], sizes[i], i == RESULT, names[i]) < 0)
             goto done;
-    Index index = {nfeatures, width, ncells, held[0].buffer.buf, held[2].buffer.buf,
-                   held[3].buffer.buf, held[4].buffer.buf, held[5].buffer.buf, held[6].buffer.buf,
-                   held[7].buffer.buf, held[8].buffer.buf, held[9].buffer.buf, held[10].buffer.buf,
-                   held[11].buffer.buf, held[12].buffer.buf, held[13].buffer.buf};
-    const int64_t *starts = index.starts, *sources = held[15].buffer.buf;
+    Index index = {nfeatures, width, ncells, held[MEAN].buffer.buf, held[CENTRE_SQUARES].buffer.buf,
+                   held[CENTROIDS].buffer.buf, held[RADII].buffer.buf, held[AXES].buffer.buf,
+                   held[LOW].buffer.buf, held[HIGH].buffer.buf, held[RESIDUAL].buffer.buf,
+                   held[STARTS].buffer.buf, held[ROWS].buffer.buf, held[LENGTHS].buffer.buf,
+                   held[SKETCH_COLUMNS].buffer.buf, nrows};
+    const int64_t *starts = index.starts, *sources = held[SOURCES].buffer.buf;
     if (starts[0] != 0 || starts[ncells] != nrows) {
         PyErr_SetString(PyExc_ValueError, "starts must run from 0 to the number of rows");
         goto done;
@@ -404,22 +456,22 @@ static PyObject *nearest(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "sources must be row positions or -1");
             goto done;
         }
-    float *scratch = malloc(sizeof(float) * (size_t)padded);
+    float *lower = malloc(sizeof(float) * (size_t)padded);
     int64_t *candidates = malloc(sizeof(int64_t) * (size_t)ncells);
-    if (!scratch || !candidates) {
-        free(scratch);
+    if (!lower || !candidates) {
+        free(lower);
         free(candidates);
         PyErr_NoMemory();
         goto done;
     }
-    const float *queries = held[14].buffer.buf, *dots = held[1].buffer.buf;
-    int64_t *result = held[16].buffer.buf;
+    const float *queries = held[QUERIES].buffer.buf, *dots = held[DOTS].buffer.buf;
+    int64_t *result = held[RESULT].buffer.buf;
     Searcher search_one = choose_searcher();
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < nqueries; i++)
-        search_one(&index, queries + i * width, sources[i], scratch, dots + i * padded, candidates, result + i);
+        search_one(&index, queries + i * width, sources[i], lower, dots + i * padded, candidates, result + i);
     Py_END_ALLOW_THREADS
-    free(scratch);
+    free(lower);
     free(candidates);
     answer = Py_None;
     Py_INCREF(answer);
@@ -433,7 +485,7 @@ done:
 static PyMethodDef methods[] = {
     {"nearest", nearest, METH_VARARGS,
      "nearest(n, width, C, F, m, mean, dots, centre_squares, centroids, radii, axes, low, high, residual, "
-     "starts, rows, rows64, lengths, sketches, queries, sources, result): exact nearest row positions of m queries, written to result (m,) int64."},
+     "starts, rows, lengths, sketch_columns, queries, sources, result): exact nearest row positions of m queries, written to result (m,) int64."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cellsearch",

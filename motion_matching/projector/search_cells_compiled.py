@@ -82,7 +82,6 @@ class CompiledCellSearch:
         self.position[self.order] = np.arange(len(self.order))
         self.starts = np.concatenate([[0], np.cumsum(np.bincount(assignment))]).astype(np.int64)
         self.rows = self._padded(frames32[self.order])
-        self.rows64 = self.rows.astype(np.float64)
         self.lengths = np.ascontiguousarray(lengths[self.order])
         self.radii = np.maximum.reduceat(self.lengths, self.starts[:-1])
         self._centres(centroids, exact.mean(axis=0).astype(np.float32))
@@ -127,6 +126,8 @@ class CompiledCellSearch:
             rest = block - sketch[:, :min(count, LANES - 1)] @ axes[:LANES - 1]  # directly: no cancellation
             sketch[:, -1] = np.sqrt(np.einsum("ij,ij->i", rest, rest))
             self.sketches[start:stop] = sketch
+        self.sketch_columns = np.zeros((LANES, len(self.rows) + LANES), np.float32)  # by lane, padded
+        self.sketch_columns[:, :len(self.rows)] = self.sketches.T
         self.low = np.nextafter(low.astype(np.float32), np.float32(-np.inf))
         self.high = np.nextafter(high.astype(np.float32), np.float32(np.inf))
         self.residual = np.nextafter(residual.astype(np.float32), np.float32(np.inf))
@@ -169,12 +170,13 @@ class CompiledCellSearch:
         padded = self._padded(queries)
         if not np.isfinite(padded).all():
             raise ValueError("queries contain NaN or infinite values")
-        dots = (padded - self.mean) @ self.centred_centres_t  # (k, C'): (q - mean).(c - mean), float32
+        n = self.nfeatures
+        dots = (padded[:, :n] - self.mean[:n]) @ self.centred_centres_t[:n]  # (k, C'): (q - mean).(c - mean)
         result = np.empty(len(queries), np.int64)
         _cellsearch.nearest(self.nfeatures, self.width, len(self.centroids), len(self.rows), len(queries),
                             self.mean, dots, self.centre_squares, self.centroids, self.radii, self.axes,
-                            self.low, self.high, self.residual, self.starts, self.rows, self.rows64,
-                            self.lengths, self.sketches, padded, np.ascontiguousarray(start_rows), result)
+                            self.low, self.high, self.residual, self.starts, self.rows,
+                            self.lengths, self.sketch_columns, padded, np.ascontiguousarray(start_rows), result)
         return result
 
 
