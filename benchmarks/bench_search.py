@@ -7,7 +7,8 @@ training stream (``queries.generate_queries``, seed 1), round by round side by s
 median queries/s, the ratio to ``faiss-flat`` at its best (fed 65,536 queries per call, the faster of
 ``--threads`` and 1 thread, as faiss's OpenMP threads suffer most on a busy machine), the build
 time and the fraction of a sample of queries whose answer is at the float64 brute-force minimum.
-``faiss-raw`` is faiss ``IndexFlatL2`` k=1 alone (not exact: no float64 settling), for reference.
+``faiss-raw`` is faiss ``IndexFlatL2`` k=1 alone (not exact: no float64 settling), for reference;
+``cells-numpy`` is the fallback used where the C extension is not built.
 
     python benchmarks/bench_search.py [--scales 1,4,16] [--repeats 3] [--threads 2] [--json FILE]
 """
@@ -23,7 +24,7 @@ from motion_matching import features, synthetic
 from motion_matching.projector import search
 from motion_matching.projector.queries import generate_queries
 
-LARGE_SCALE_BACKENDS = ("cells", "faiss-flat", "faiss-raw")  # balltree and torch are too slow there
+LARGE_SCALE_BACKENDS = ("cells", "cells-numpy", "faiss-flat", "faiss-raw")  # balltree and torch are too slow there
 FAISS_ENTRIES = ("faiss-flat", "faiss-raw")  # also timed with 1 thread: on a busy machine that can win
 
 
@@ -112,7 +113,8 @@ def main(scales, repeats, threads, nqueries, sample, json_path):
     rows = []
     for scale in [int(text) for text in scales.split(",")]:
         slow = max(8192, nqueries // (4 * scale))  # fewer queries for the brute forces at large sizes
-        counts = {"cells": nqueries, "faiss-flat": slow, "faiss-raw": slow, "torch": 8192, "balltree": 4096}
+        counts = {"cells": nqueries, "cells-numpy": nqueries // 2, "faiss-flat": slow, "faiss-raw": slow,
+                  "torch": 8192, "balltree": 4096}
         backends = list(counts) if scale == 1 else list(LARGE_SCALE_BACKENDS)
         rows += measure_scale(scale, backends, counts, repeats, threads, sample)
         print_rows([row for row in rows if row["scale"] == scale])

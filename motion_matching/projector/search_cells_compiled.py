@@ -4,7 +4,7 @@ The index is built here with faiss k-means and numpy: frames grouped into cells;
 sorted by their distance to its centre; its radius; its principal axes with the intervals of its rows
 along them and its residual radius; and for each row a sketch (its coordinates along the cell's
 first seven axes and the length of the rest). One float32 GEMM per block of queries gives every
-query-centre dot product; the C loop (see the header of ``_cellsearch.c``) then prunes cells by the
+query-centre dot product; the C loop (see the header of ``cellsearch.c``) then prunes cells by the
 ball and principal-axis bounds and rows by the triangle inequality and their sketches, and compares
 the rest exactly. Blocks of queries run on ``threads`` Python threads (the loop releases the GIL).
 
@@ -16,11 +16,11 @@ import concurrent.futures
 import numpy as np
 
 try:
-    from . import _cellsearch
+    from . import _cellsearch  # cellsearch.c with its Python binding _cellsearch.c
 except ImportError:  # not built (no C compiler at install time): search_cells.CellSearch is used
     _cellsearch = None
 
-LANES = 8  # as in _cellsearch.c: centres per vector, axes per cell, sketch length; features padded to it
+LANES = 8  # CELLSEARCH_LANES of cellsearch.h: axes per cell, sketch length; features padded to it
 BLOCK = 512  # queries per call into C: a (512, C) dot-product block stays in cache
 KMEANS_ITERATIONS = 16
 KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
