@@ -1,7 +1,7 @@
 """Is build-cache only as slow as its search? Times a whole build against its parts, side by side.
 
-For synthetic clustered features, each repeat times, in turn: building the searcher, searching
-pre-generated chunks (search only), generating the same queries (generation only), a whole
+For the synthetic locomotion database's matching features, each repeat times, in turn: building the
+searcher, searching pre-generated chunks (search only), generating the same queries (generation only), a whole
 ``build_cache`` (searcher, generation overlapped with search, HDF5 writes, rename), and reading the
 cache back in order with ``open_cache``/``read``. Prints medians and the ratio build / (searcher + search):
 1.00 means the builder adds nothing to the search.
@@ -18,17 +18,16 @@ import time
 import click
 import numpy as np
 
-from motion_matching import formats
+from motion_matching import features as features_module
+from motion_matching import formats, synthetic
 from motion_matching.projector import cache, queries
 from motion_matching.projector.search import DEFAULT_BACKEND, make_searcher
 
 
-def synthetic_features(nframes, *, nfeatures=27, seed=0):
-    """Clustered random-walk features (nframes, nfeatures) float32, like matching features."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((max(nframes // 100, 1), nfeatures))
-    walk = np.cumsum(rng.standard_normal((nframes, nfeatures)) * 0.05, axis=0)
-    return (centres[rng.integers(0, len(centres), nframes)] + walk - walk.mean(0)).astype(np.float32)
+def synthetic_features(nframes, *, seed=0):
+    """The synthetic locomotion database's matching features (about nframes, 27) float32."""
+    database = synthetic.generate_synthetic_database(seed=seed, nframes=nframes)
+    return np.ascontiguousarray(features_module.compute_features(database).features, dtype=np.float32)
 
 
 def timed(function):
