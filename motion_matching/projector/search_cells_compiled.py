@@ -81,6 +81,7 @@ class CompiledCellSearch:
         self.position = np.empty_like(self.order)
         self.position[self.order] = np.arange(len(self.order))
         self.starts = np.concatenate([[0], np.cumsum(np.bincount(assignment))]).astype(np.int64)
+        self.cell_of_position = np.repeat(np.arange(len(self.starts) - 1), np.diff(self.starts))
         self.rows = self._padded(frames32[self.order])
         self.lengths = np.ascontiguousarray(lengths[self.order])
         self.radii = np.maximum.reduceat(self.lengths, self.starts[:-1])
@@ -142,7 +143,7 @@ class CompiledCellSearch:
         if queries.ndim != 2 or queries.shape[1] != self.nfeatures:
             raise ValueError(f"queries must have shape (m, {self.nfeatures}), got {queries.shape}")
         if sources is None:
-            start_rows = np.full(len(queries), -1, np.int64)
+            start_rows, order = np.full(len(queries), -1, np.int64), np.arange(len(queries))
         else:
             sources = np.asarray(sources, dtype=np.int64)
             if sources.shape != (len(queries),):
@@ -150,8 +151,10 @@ class CompiledCellSearch:
             if len(sources) and not 0 <= sources.min() <= sources.max() < len(self.order):
                 raise ValueError(f"sources must be frame indices in 0..{len(self.order) - 1}")
             start_rows = self.position[sources]
+            # queries from one cell visit similar cells: searched together, they find them in cache
+            order = np.argsort(self.cell_of_position[start_rows], kind="stable")
         found = np.empty(len(queries), np.int64)
-        blocks = [slice(start, start + BLOCK) for start in range(0, len(queries), BLOCK)]
+        blocks = [order[start:start + BLOCK] for start in range(0, len(queries), BLOCK)]
 
         def search(block):
             found[block] = self._search_block(queries[block], start_rows[block])
