@@ -161,6 +161,15 @@ def test_compiled_cells_with_queries_near_frames_and_between_cells():
     assert_exact("cells", features, queries)
 
 
+def test_cells_falls_back_to_numpy_above_64_features():
+    features = random_features(600, nfeatures=65, seed=17)
+    assert not search_cells_compiled.accepts(features)
+    searcher = search.make_searcher(features)
+    assert isinstance(searcher, search_cells.CellSearch)
+    queries, sources = noisy_queries(features, count=50)
+    assert_nearest(features, queries, searcher.nearest(queries, sources))
+
+
 def test_cells_falls_back_to_numpy_for_values_that_are_not_float32():
     features = random_features(1000, seed=15).astype(np.float64) + 1e-9
     assert not search_cells_compiled.accepts(features)
@@ -178,7 +187,7 @@ def test_compiled_cells_refuses_bad_input():
         searcher.nearest(np.full((2, 27), np.nan, np.float32))
     with pytest.raises(ValueError, match="sources must be frame indices"):
         searcher.nearest(features[:2], np.array([0, 500]))
-    with pytest.raises(ValueError, match="needs float32 features"):
+    with pytest.raises(ValueError, match="needs float32 features, at most 64"):
         search_cells_compiled.CompiledCellSearch(features.astype(np.float64) + 1e-9)
 
 

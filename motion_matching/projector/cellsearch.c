@@ -24,7 +24,8 @@ RANK_SLACK of the best is compared again in float64, so the answer is the float6
 
 #define LANES CELLSEARCH_LANES
 #define ROUNDOFF 5.9604645e-8 /* 2^-24 */
-#define RANK_SLACK 1e-5       /* > 2 (n + 2) 2^-24 for n <= 64: float32 distances, relative */
+/* the slacks hold for n <= 64 features (search_cells_compiled.MAX_FEATURES) */
+#define RANK_SLACK 1e-5       /* > 2 (n + 2) 2^-24: float32 distances, relative */
 #define BOUND_SLACK 1e-4      /* relative loosening of the float32 ball, axis and range bounds */
 #define SKETCH_SLACK 1e-5     /* sketch margins, relative to |q - c| + r_c (> (n + 1) 2^-24 + rounding) */
 #define RESIDUAL_SLACK 1e-4   /* error of |t|^2 - |p|^2 in float32, relative to |t|^2 (> ~ 8 (n + 1) 2^-24) */
@@ -38,6 +39,8 @@ typedef float Quad __attribute__((vector_size(16)));
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(CELLSEARCH_PORTABLE)
 #define HAVE_AVX2_COPY 1 /* search_one is compiled twice: for AVX2 with FMA, chosen at run time, and plain */
 #define INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define INLINE __inline /* MSVC's C mode before C11 */
 #else
 #define INLINE inline
 #endif

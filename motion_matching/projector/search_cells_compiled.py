@@ -8,8 +8,8 @@ query-centre dot product; the C loop (see the header of ``cellsearch.c``) then p
 ball and principal-axis bounds and rows by the triangle inequality and their sketches, and compares
 the rest exactly. Blocks of queries run on ``threads`` Python threads (the loop releases the GIL).
 
-It needs the frames to be float32 values (features.bin holds float32); ``accepts`` says whether
-they are. Queries are rounded to float32, as by every backend.
+It needs the frames to be float32 values (features.bin holds float32) with at most 64 features;
+``accepts`` says whether they are. Queries are rounded to float32, as by every backend.
 """
 import concurrent.futures
 
@@ -26,6 +26,7 @@ KMEANS_ITERATIONS = 16
 KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
 KMEANS_SEED = 1234
 MIN_FRAMES_PER_CELL = 8
+MAX_FEATURES = 64  # the C loop's float32 slacks are sized for sums of at most 64 terms
 
 
 def available():
@@ -34,11 +35,11 @@ def available():
 
 
 def accepts(features):
-    """True when ``features`` (F, n) are finite float32 values (so that the float32 loop is exact)."""
+    """True when ``features`` (F, n) hold float32 values, whatever their dtype, and n <= ``MAX_FEATURES``."""
     frames = np.asarray(features)
-    if frames.ndim != 2 or frames.dtype == np.float32:
-        return frames.ndim == 2
-    return bool(np.array_equal(frames.astype(np.float32), frames))
+    if frames.ndim != 2 or frames.shape[1] > MAX_FEATURES:
+        return False
+    return frames.dtype == np.float32 or bool(np.array_equal(frames.astype(np.float32), frames))
 
 
 def cell_count(nframes):
@@ -61,12 +62,12 @@ class CompiledCellSearch:
 
     def __init__(self, features, *, threads=None, ncells=None):
         if _cellsearch is None:
-            raise RuntimeError("the compiled cells search (_cellsearch) is not built; use search_cells.CellSearch")
+            raise RuntimeError("the compiled cells search (_cellsearch) is not built; use search_cells")
         frames = np.asarray(features)
         if frames.ndim != 2 or frames.shape[0] == 0:
             raise ValueError(f"features must be a non-empty (F, n) array, got shape {frames.shape}")
         if not accepts(frames):
-            raise ValueError("the compiled cells search needs float32 features")
+            raise ValueError(f"the compiled cells search needs float32 features, at most {MAX_FEATURES} of them")
         frames32 = np.ascontiguousarray(frames, dtype=np.float32)
         if not np.isfinite(frames32).all():
             raise ValueError("features contain NaN or infinite values")
@@ -187,7 +188,8 @@ def _kmeans(frames, ncells):
     """Centroids (C, n) float32 and each frame's cell (F,) int64, every cell non-empty (faiss k-means)."""
     ncells = max(1, min(int(ncells), len(frames) // MIN_FRAMES_PER_CELL))
     if ncells == 1:
-        return frames.mean(axis=0, keepdims=True, dtype=np.float64).astype(np.float32), np.zeros(len(frames), np.int64)
+        centre = frames.mean(axis=0, keepdims=True, dtype=np.float64).astype(np.float32)
+        return centre, np.zeros(len(frames), np.int64)
     import faiss
     kmeans = faiss.Kmeans(frames.shape[1], ncells, niter=KMEANS_ITERATIONS, seed=KMEANS_SEED, verbose=False,
                           max_points_per_centroid=KMEANS_SAMPLE_PER_CELL, min_points_per_centroid=1)
