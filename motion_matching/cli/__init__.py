@@ -1,5 +1,5 @@
-"""The ``mm-projector`` console script: one click group, commands grouped by job in sibling modules."""
-from . import cache, data, demo, export, files, train  # noqa: F401  (each module registers its commands)
+"""The ``mm-projector`` console script: one click group, commands grouped by job in sibling modules
+(each registers its commands on ``main`` when imported; ``group.COMMAND_MODULES`` says which)."""
 from .group import main
 
 __all__ = ["main"]

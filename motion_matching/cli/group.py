@@ -1,13 +1,32 @@
 """The ``mm-projector`` click group and the one place library errors become CLI errors."""
 import functools
+import importlib
 import logging
 
 import click
 
 from ..errors import MotionMatchingError
 
+# the module of motion_matching.cli that registers each command; imported only when the command runs,
+# so that commands without torch (cache-info, check-files, ...) start in a fraction of a second
+COMMAND_MODULES = {"build-cache": "cache", "cache-info": "cache", "verify-cache": "cache", "check-files": "files",
+                   "demo": "demo", "evaluate": "export", "export": "export", "generate-database": "data",
+                   "train": "train"}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A click group whose commands' modules are imported when a command is looked up."""
+
+    def list_commands(self, ctx):
+        return sorted(set(COMMAND_MODULES) | set(self.commands))
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMAND_MODULES:
+            importlib.import_module(f"{__package__}.{COMMAND_MODULES[name]}")
+        return self.commands.get(name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="motion-matching-projector")
 def main():
     """Train the Learned Motion Matching projector from the toolkit's files, fast and exactly."""
