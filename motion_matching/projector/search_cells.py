@@ -47,7 +47,7 @@ class CellSearch:
 
     def __init__(self, features, *, threads=None, ncells=None):
         self.frames = CentredFrames(features)
-        self.threads = max(1, int(threads or _available_cores()))
+        self.threads = max(1, int(threads or available_cores()))
         centroids, assignment = _kmeans(self.frames.frames, ncells or cell_count(len(self.frames.frames)))
         self.order = np.argsort(assignment, kind="stable").astype(np.int64)
         counts = np.bincount(assignment, minlength=len(centroids))
@@ -88,11 +88,7 @@ class CellSearch:
         nfeatures = self.frames.frames.shape[1]
         if queries.ndim != 2 or queries.shape[1] != nfeatures:
             raise ValueError(f"queries must have shape (m, {nfeatures}), got {queries.shape}")
-        sources = None if sources is None else np.asarray(sources, dtype=np.int64)
-        if sources is not None and sources.shape != (len(queries),):
-            raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
-        if sources is not None and len(sources) and not 0 <= sources.min() <= sources.max() < len(self.order):
-            raise ValueError(f"sources must be frame indices in 0..{len(self.order) - 1}")
+        sources = checked_sources(sources, len(queries), len(self.order))
         step = min(QUERY_BLOCK, max(1024, BOUND_ELEMENTS // len(self.radii)))
         blocks = [slice(start, start + step) for start in range(0, len(queries), step)]
         jobs = [(queries[block], None if sources is None else sources[block]) for block in blocks]
@@ -113,7 +109,19 @@ class CellSearch:
         return result.ranked
 
 
-def _available_cores():
+def checked_sources(sources, nqueries, nframes):
+    """``sources`` as (nqueries,) int64 frame indices below ``nframes`` (None stays None), else ValueError."""
+    if sources is None:
+        return None
+    sources = np.asarray(sources, dtype=np.int64)
+    if sources.shape != (nqueries,):
+        raise ValueError(f"sources must have shape ({nqueries},), got {sources.shape}")
+    if len(sources) and not 0 <= sources.min() <= sources.max() < nframes:
+        raise ValueError(f"sources must be frame indices in 0..{nframes - 1}")
+    return sources
+
+
+def available_cores():
     """CPU cores this process may run on (int)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

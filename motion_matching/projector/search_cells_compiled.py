@@ -15,6 +15,8 @@ import concurrent.futures
 
 import numpy as np
 
+from .search_cells import available_cores, checked_sources
+
 try:
     from . import _cellsearch  # cellsearch.c with its Python binding _cellsearch.c
 except ImportError:  # not built (no C compiler at install time): search_cells.CellSearch is used
@@ -47,11 +49,6 @@ def cell_count(nframes):
     return int(max(1, min(nframes // MIN_FRAMES_PER_CELL, round(4.5 * np.sqrt(nframes)))))
 
 
-def _available_cores():
-    from .search_cells import _available_cores as cores
-    return cores()
-
-
 class CompiledCellSearch:
     """Exact nearest-frame search over k-means cells with a compiled loop.
 
@@ -74,7 +71,7 @@ class CompiledCellSearch:
         exact = frames32.astype(np.float64)
         self.nfeatures = exact.shape[1]
         self.width = -(-self.nfeatures // LANES) * LANES
-        self.threads = max(1, int(threads or _available_cores()))
+        self.threads = max(1, int(threads or available_cores()))
         centroids, assignment = _kmeans(frames32, ncells or cell_count(len(exact)))
         offsets = exact - centroids.astype(np.float64)[assignment]
         lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
@@ -110,7 +107,7 @@ class CompiledCellSearch:
         of its rows along them and its residual radius, rounded outwards; per row: its sketch."""
         ncells = len(self.centroids)
         self.axes = np.zeros((ncells, self.width, LANES), np.float32)
-        self.sketches = np.zeros((len(self.rows), LANES), np.float32)
+        sketches = np.zeros((len(self.rows), LANES), np.float32)
         low, high, residual = np.zeros((ncells, LANES)), np.zeros((ncells, LANES)), np.zeros(ncells)
         for cell in range(ncells):
             start, stop = self.starts[cell], self.starts[cell + 1]
@@ -127,9 +124,9 @@ class CompiledCellSearch:
             sketch[:, :min(count, LANES - 1)] = along[:, :LANES - 1]
             rest = block - sketch[:, :min(count, LANES - 1)] @ axes[:LANES - 1]  # directly: no cancellation
             sketch[:, -1] = np.sqrt(np.einsum("ij,ij->i", rest, rest))
-            self.sketches[start:stop] = sketch
+            sketches[start:stop] = sketch
         self.sketch_columns = np.zeros((LANES, len(self.rows) + LANES), np.float32)  # by lane, padded
-        self.sketch_columns[:, :len(self.rows)] = self.sketches.T
+        self.sketch_columns[:, :len(self.rows)] = sketches.T
         self.low = np.nextafter(low.astype(np.float32), np.float32(-np.inf))
         self.high = np.nextafter(high.astype(np.float32), np.float32(np.inf))
         self.residual = np.nextafter(residual.astype(np.float32), np.float32(np.inf))
@@ -143,14 +140,10 @@ class CompiledCellSearch:
         queries = np.asarray(queries)
         if queries.ndim != 2 or queries.shape[1] != self.nfeatures:
             raise ValueError(f"queries must have shape (m, {self.nfeatures}), got {queries.shape}")
+        sources = checked_sources(sources, len(queries), len(self.order))
         if sources is None:
             start_rows, order = np.full(len(queries), -1, np.int64), np.arange(len(queries))
         else:
-            sources = np.asarray(sources, dtype=np.int64)
-            if sources.shape != (len(queries),):
-                raise ValueError(f"sources must have shape ({len(queries)},), got {sources.shape}")
-            if len(sources) and not 0 <= sources.min() <= sources.max() < len(self.order):
-                raise ValueError(f"sources must be frame indices in 0..{len(self.order) - 1}")
             start_rows = self.position[sources]
             # queries from one cell visit similar cells: searched together, they find them in cache
             order = np.argsort(self.cell_of_position[start_rows], kind="stable")
