@@ -13,9 +13,9 @@ class OptimisedBuildExt(build_ext):
         super().build_extensions()
 
 
-cell_search = Extension("motion_matching.projector._cellsearch",
-                        ["motion_matching/projector/_cellsearch.c", "motion_matching/projector/cellsearch.c"],
-                        depends=["motion_matching/projector/cellsearch.h"], optional=True)
+cell_search = Extension("motion_matching.neighbours.cells._cellsearch",
+                        ["motion_matching/neighbours/cells/_cellsearch.c", "motion_matching/neighbours/cells/cellsearch.c"],
+                        depends=["motion_matching/neighbours/cells/cellsearch.h"], optional=True)
 
 setup(
     name="motion-matching-projector",

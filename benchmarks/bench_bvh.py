@@ -19,7 +19,9 @@ import time
 import click
 import numpy as np
 
-from motion_matching import bvh, bvh_export, bvh_import, database_build, quat, skeleton
+from motion_matching.data.bvh import text as bvh, exporter as bvh_export, importer as bvh_import
+from motion_matching.data import database_build
+from motion_matching.toolkit import quat, skeleton
 
 
 def procedural_clip(nframes, *, seed=0):

@@ -16,7 +16,9 @@ import time
 import click
 import numpy as np
 
-from motion_matching import features, generate, latent, quat, skeleton, synthetic
+from motion_matching.data import features, generate, latent
+from motion_matching.toolkit import quat, skeleton
+from motion_matching.data.synthetic import locomotion as synthetic
 
 
 def loop_raw_features(database, nframes):

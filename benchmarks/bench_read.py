@@ -16,7 +16,7 @@ import time
 import click
 import numpy as np
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 
 NFEATURES = 27
 

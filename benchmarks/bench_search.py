@@ -20,9 +20,10 @@ import time
 import click
 import numpy as np
 
-from motion_matching import features, synthetic
-from motion_matching.projector import search
-from motion_matching.projector.queries import generate_queries
+from motion_matching.data import features
+from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.neighbours import search
+from motion_matching.neighbours.queries import generate_queries
 
 LARGE_SCALE_BACKENDS = ("cells", "cells-numpy", "faiss-flat", "faiss-raw")  # balltree and torch are too slow there
 FAISS_ENTRIES = ("faiss-flat", "faiss-raw")  # also timed with 1 thread: on a busy machine that can win

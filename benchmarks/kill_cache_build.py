@@ -21,8 +21,8 @@ import click
 import h5py
 import numpy as np
 
-from motion_matching import formats
-from motion_matching.projector import cache
+from motion_matching.toolkit import formats
+from motion_matching import cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

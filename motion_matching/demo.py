@@ -4,9 +4,10 @@ import importlib.util
 import os
 import typing
 
-from . import generate
-from .projector import cache_build, evaluate, export, train
-from .projector.config import TrainConfig
+from motion_matching.data import generate
+from motion_matching.cache import build as cache_build
+from motion_matching.projector import evaluate, export, train
+from motion_matching.projector.config import TrainConfig
 
 
 @dataclasses.dataclass(frozen=True)

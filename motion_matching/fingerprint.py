@@ -1,7 +1,7 @@
 """Content fingerprints of input files: what caches, checkpoints and reports record they were made from."""
 import hashlib
 
-from .errors import MissingFile
+from motion_matching.errors import MissingFile
 
 
 def file_sha256(path):

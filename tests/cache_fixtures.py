@@ -5,7 +5,7 @@ import shutil
 import h5py
 import numpy as np
 
-from motion_matching.projector import cache
+from motion_matching import cache
 from conftest import write_small_toolkit_files
 
 NQUERIES, SEED, CHUNK, BACKEND = 20_000, 7, 8192, "faiss-flat"

@@ -4,7 +4,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 
 TESTS = pathlib.Path(__file__).parent
 SHARED = TESTS.parent.parent / "shared" / "fixtures"

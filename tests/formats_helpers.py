@@ -1,7 +1,7 @@
 """Small valid toolkit files and the byte offsets of their fields, for tampering tests."""
 import numpy as np
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 
 
 def small_database(nframes=10, parents=(-1, 0, 1, 1), ranges=((0, 6), (6, 10)), ncontacts=2, seed=0):

@@ -7,9 +7,10 @@ import torch
 
 from conftest import random_features
 from motion_matching.errors import CorruptCache
-from motion_matching.projector import cache, queries
+from motion_matching import cache
+from motion_matching.neighbours import queries
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
-from motion_matching.projector.search import make_searcher
+from motion_matching.neighbours.search import make_searcher
 
 
 class MemoryReader:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from motion_matching import bvh
+from motion_matching.data.bvh import text as bvh
 from motion_matching.errors import BvhError, MissingFile
 
 VALID = """\

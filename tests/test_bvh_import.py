@@ -6,7 +6,9 @@ from scipy.interpolate import griddata
 from scipy.signal import savgol_filter
 
 from conftest import shared_fixture
-from motion_matching import bvh, bvh_export, bvh_import, database_build, features, formats, quat, skeleton
+from motion_matching.data.bvh import text as bvh, exporter as bvh_export, importer as bvh_import
+from motion_matching.data import database_build, features
+from motion_matching.toolkit import formats, quat, skeleton
 from motion_matching.errors import BvhError, InvalidFile
 
 NBONES = len(skeleton.BONE_NAMES)
@@ -209,7 +211,7 @@ def test_smooth_motion_survives_export_and_import_within_10_micrometres(tmp_path
 
 
 def test_synthetic_database_survives_export_and_import(tmp_path):
-    synthetic = pytest.importorskip("motion_matching.synthetic")
+    synthetic = pytest.importorskip("motion_matching.data.synthetic.locomotion")
     database = synthetic.generate_synthetic_database(seed=0, nframes=1200)
     distances, again = round_trip_errors(database, tmp_path)
     assert distances[:, HIPS].max() < 1e-3

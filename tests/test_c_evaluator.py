@@ -6,7 +6,7 @@ import pytest
 
 from conftest import TOOLKIT_NETWORKS, random_features
 from export_helpers import random_projector, realistic_queries, torch_outputs, write_checkpoint
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.projector import c_evaluator
 from motion_matching.projector.export import export_network
 

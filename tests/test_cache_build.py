@@ -7,10 +7,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.errors import CacheLocked, CorruptCache, MissingFile, StaleCache
-from motion_matching.projector import cache, queries
-from motion_matching.projector.cache_lock import exclusive_lock
+from motion_matching import cache
+from motion_matching.neighbours import queries
+from motion_matching.cache.lock import exclusive_lock
 from cache_fixtures import (BACKEND, CHUNK, NQUERIES, SEED, assert_same_contents, build, command, copy_of, digest,
                             make_reference)
 from conftest import random_features
@@ -146,7 +147,7 @@ def test_a_held_lock_refuses_a_second_build(features_path):
 
 CHILD = textwrap.dedent("""
     import sys
-    from motion_matching.projector import cache
+    from motion_matching import cache
 
     def pause_mid_build(done, total):
         if done == 2 * {chunk}:
@@ -178,7 +179,7 @@ def test_build_killed_by_sigkill_blocks_others_while_alive_then_resumes_identica
 MID_WRITE_CHILD = textwrap.dedent("""
     import sys
     import numpy as np
-    from motion_matching.projector import cache_build
+    from motion_matching.cache import build as cache_build
 
     commit = cache_build._commit
 

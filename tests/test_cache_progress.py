@@ -1,7 +1,7 @@
 """The progress bar build-cache draws: rate since its first call (so resumed rows do not count) and ETA."""
 import io
 
-from motion_matching.progress import ProgressBar, format_duration
+from motion_matching.cli.progress import ProgressBar, format_duration
 
 
 class Clock:

@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from motion_matching.projector import cache, queries
+from motion_matching import cache
+from motion_matching.neighbours import queries
 from conftest import write_small_toolkit_files
 
 NQUERIES, SEED, CHUNK = 20_000, 7, 8192
@@ -28,7 +29,7 @@ def test_reader_attributes_match_the_build(built):
 
 def test_read_returns_the_query_stream_and_its_nearest_frames(built):
     features_path, out = built
-    from motion_matching import formats
+    from motion_matching.toolkit import formats
     features = formats.load_features(features_path).features
     expected, _ = queries.generate_queries(features, seed=SEED, start=8000, stop=9500)
     with cache.open_cache(out, features_path=features_path) as reader:

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from motion_matching import features, formats
+from motion_matching.data import features
+from motion_matching.toolkit import formats
 from motion_matching.cli import main
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -103,8 +104,8 @@ def test_plot_writes_a_png(generated, tmp_path):
 
 
 def test_bvh_round_trip_through_write_bvh_and_bvh(generated, tmp_path):
-    pytest.importorskip("motion_matching.bvh_export", reason="BVH export lives in another engineer's module")
-    pytest.importorskip("motion_matching.bvh_import", reason="BVH import lives in another engineer's module")
+    pytest.importorskip("motion_matching.data.bvh.exporter", reason="BVH export lives in another engineer's module")
+    pytest.importorskip("motion_matching.data.bvh.importer", reason="BVH import lives in another engineer's module")
     result = run("--frames", 300, "--seed", 2, "--out", tmp_path / "synthetic", "--write-bvh", tmp_path / "bvh")
     assert result.exit_code == 0, result.output
     assert f"BVH files into {tmp_path / 'bvh'}" in result.output

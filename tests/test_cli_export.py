@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from conftest import TOOLKIT_NETWORKS, write_small_toolkit_files
 from export_helpers import random_projector, write_checkpoint
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.cli import main
 
 

@@ -3,7 +3,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from formats_helpers import small_database
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.cli import main
 
 

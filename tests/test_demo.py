@@ -3,7 +3,7 @@ import json
 
 from click.testing import CliRunner
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.cli import main
 
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from conftest import shared_fixture
-from motion_matching import database_build, features, formats
+from motion_matching.data import database_build, features
+from motion_matching.toolkit import formats
 from motion_matching.errors import InvalidFile
 
 TOLERANCE = 1e-4

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import TOOLKIT_NETWORKS, shared_fixture
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.projector.model import module_to_network, network_to_module
 
 NETWORK_NAMES = ["projector.bin", "stepper.bin", "decompressor.bin"]

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from formats_helpers import database_fields, features_fields, network_fields, small_database, small_network
-from motion_matching import errors, formats
+from motion_matching import errors
+from motion_matching.toolkit import formats
 
 
 def write_database(tmp_path, **changes):

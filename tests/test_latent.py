@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from motion_matching import formats, generate, latent, synthetic
+from motion_matching.toolkit import formats
+from motion_matching.data import generate, latent
+from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.errors import MismatchedFiles
 
 

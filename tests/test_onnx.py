@@ -6,7 +6,7 @@ import pytest
 
 from conftest import TOOLKIT_NETWORKS
 from export_helpers import random_projector, realistic_queries, torch_outputs, write_checkpoint
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.errors import InvalidFile, MotionMatchingError
 from motion_matching.projector.export import export_network, load_projector_module
 from motion_matching.projector.onnx_export import export_onnx, run_onnx

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from motion_matching import quat
+from motion_matching.toolkit import quat
 
 
 def random_quats(count, seed=0):

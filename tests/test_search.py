@@ -5,8 +5,9 @@ import torch
 
 from conftest import random_features
 from motion_matching.errors import MotionMatchingError
-from motion_matching.projector import search, search_cells, search_cells_compiled
-from motion_matching.projector.queries import generate_queries
+from motion_matching.neighbours import search
+from motion_matching.neighbours.cells import fallback as search_cells, compiled as search_cells_compiled
+from motion_matching.neighbours.queries import generate_queries
 
 CPU_BACKENDS = ["cells", "cells-numpy", "balltree", "faiss-flat", "torch"]
 needs_compiled = pytest.mark.skipif(not search_cells_compiled.available(),

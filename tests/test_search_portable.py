@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import random_features
-from motion_matching.projector import search_cells_compiled
+from motion_matching.neighbours.cells import compiled as search_cells_compiled
 from test_search import assert_nearest, duplicated_frames, grid_case, noisy_queries
 
 SOURCE_FOLDER = os.path.dirname(search_cells_compiled.__file__)

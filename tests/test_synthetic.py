@@ -4,7 +4,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from motion_matching import database_build, features, formats, generate, quat, skeleton, synthetic
+from motion_matching.data import database_build, features, generate
+from motion_matching.toolkit import formats, quat, skeleton
+from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.errors import InvalidFile
 
 NBONES = len(skeleton.BONE_NAMES)

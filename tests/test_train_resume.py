@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.errors import MismatchedFiles
 from motion_matching.projector.checkpoint import load_checkpoint, load_checkpoint_module
 from motion_matching.projector.model import module_to_network

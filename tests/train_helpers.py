@@ -4,7 +4,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from motion_matching import formats
+from motion_matching.toolkit import formats
 from motion_matching.projector.config import TrainConfig
 
 
@@ -17,7 +17,7 @@ def small_config(**changes):
 
 def build_balltree_cache(path, features_path, *, nqueries, seed=1234, chunk_rows=256):
     """Build a cache with the BallTree backend (the online path's searcher); returns its path."""
-    from motion_matching.projector.cache import build_cache
+    from motion_matching.cache import build_cache
     build_cache(features_path, out=path, nqueries=nqueries, seed=seed, backend="balltree", chunk_rows=chunk_rows)
     return path
 

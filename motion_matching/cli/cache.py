@@ -5,10 +5,10 @@ import logging
 import click
 import numpy as np
 
-from ..progress import ProgressBar
-from ..projector import cache
-from ..projector.search import BACKENDS, DEFAULT_BACKEND
-from .group import main, reports_errors
+from motion_matching.cli.progress import ProgressBar
+from motion_matching import cache
+from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
+from motion_matching.cli.group import main, reports_errors
 
 FILE = click.Path(dir_okay=False)
 

@@ -1,9 +1,9 @@
 """Commands: demo (the whole pipeline on the embedded synthetic data)."""
 import click
 
-from ..demo import DemoSettings, run_demo
-from ..progress import ProgressBar
-from .group import main, reports_errors
+from motion_matching.demo import DemoSettings, run_demo
+from motion_matching.cli.progress import ProgressBar
+from motion_matching.cli.group import main, reports_errors
 
 _DEFAULTS = DemoSettings()
 

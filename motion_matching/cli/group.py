@@ -5,7 +5,7 @@ import logging
 
 import click
 
-from ..errors import MotionMatchingError
+from motion_matching.errors import MotionMatchingError
 
 # the module of motion_matching.cli that registers each command; imported only when the command runs,
 # so that commands without torch (cache-info, check-files, ...) start in a fraction of a second

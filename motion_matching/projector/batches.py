@@ -13,9 +13,9 @@ import typing
 import numpy as np
 import torch
 
-from ..errors import CorruptCache
-from . import queries as query_stream
-from .search import make_searcher
+from motion_matching.errors import CorruptCache
+from motion_matching.neighbours import queries as query_stream
+from motion_matching.neighbours.search import make_searcher
 
 DEFAULT_BLOCK_ROWS = 1 << 17  # rows read from the cache at a time: 14 MiB of queries for 27 features
 

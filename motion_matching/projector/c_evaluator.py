@@ -11,7 +11,7 @@ import subprocess
 
 import numpy as np
 
-from ..errors import InvalidFile, MissingFile, MotionMatchingError
+from motion_matching.errors import InvalidFile, MissingFile, MotionMatchingError
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2] / "tools" / "nnet_eval.c"
 DEFAULT_FLAGS = ("-std=c99", "-O2")

@@ -9,9 +9,9 @@ import os
 
 import torch
 
-from ..atomic import atomic_write
-from ..errors import InvalidFile, MissingFile
-from .model import module_from_state_dict
+from motion_matching.atomic import atomic_write
+from motion_matching.errors import InvalidFile, MissingFile
+from motion_matching.projector.model import module_from_state_dict
 
 CHECKPOINT_FORMAT = "mm-projector-checkpoint"
 CHECKPOINT_VERSION = 1

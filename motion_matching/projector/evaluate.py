@@ -13,15 +13,15 @@ import os
 import numpy as np
 import torch
 
-from .. import formats
-from ..atomic import atomic_write
-from ..errors import MismatchedFiles
-from ..fingerprint import file_sha256
-from .config import TrainConfig
-from .export import load_projector_module
-from .queries import RECIPE, generate_queries
-from .search import DEFAULT_BACKEND, make_searcher
-from .train_objective import HELD_OUT_SEED
+from motion_matching.toolkit import formats
+from motion_matching.atomic import atomic_write
+from motion_matching.errors import MismatchedFiles
+from motion_matching.fingerprint import file_sha256
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.export import load_projector_module
+from motion_matching.neighbours.queries import RECIPE, generate_queries
+from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.projector.objective import HELD_OUT_SEED
 
 LOG = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     os.makedirs(out_dir, exist_ok=True)
     files = [os.path.join(out_dir, REPORT_NAME)]
     if plots:
-        from .evaluate_plots import plot_predictions
+        from motion_matching.projector.evaluate_plots import plot_predictions
         files += plot_predictions(arrays, out_dir)
     report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in
                         (("projector", projector), ("features", features_path), ("latent", latent_path))}

@@ -6,8 +6,8 @@ held-out queries. matplotlib (the ``[plot]`` extra) is imported only here.
 """
 import os
 
-from ..atomic import atomic_write
-from ..errors import MotionMatchingError
+from motion_matching.atomic import atomic_write
+from motion_matching.errors import MotionMatchingError
 
 PLOT_QUERIES = 125  # the toolkit plots rows [:500:4], i.e. 125 points per panel
 _PANEL_HEIGHT = 1.2  # inches

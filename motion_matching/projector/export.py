@@ -6,10 +6,10 @@ layers with weights stored (in, out); ``formats.save_network`` writes exactly th
 import logging
 import os
 
-from .. import formats
-from ..errors import InvalidFile, MissingFile
-from .checkpoint import load_checkpoint
-from .model import module_from_state_dict, module_to_network, network_to_module
+from motion_matching.toolkit import formats
+from motion_matching.errors import InvalidFile, MissingFile
+from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.model import module_from_state_dict, module_to_network, network_to_module
 
 LOG = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def export_network(source, out, *, format="bin", split=False):
         formats.save_network(out, module_to_network(module))
         outputs = ["output"]
     else:
-        from .onnx_export import export_onnx
+        from motion_matching.projector.onnx_export import export_onnx
         outputs = export_onnx(module, out, split=split)
     LOG.debug("wrote %s (%s, sizes %s)", out, format, module.sizes)
     return {"format": format, "sizes": list(module.sizes), "bytes": os.path.getsize(out), "outputs": outputs}

@@ -3,7 +3,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..formats import Network
+from motion_matching.toolkit.formats import Network
 
 PROJECTOR_HIDDEN = 512
 PROJECTOR_HIDDEN_LAYERS = 4

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..atomic import atomic_write
-from ..errors import InvalidFile, MotionMatchingError
+from motion_matching.atomic import atomic_write
+from motion_matching.errors import InvalidFile, MotionMatchingError
 
 ONNX_OPSET = 17
 INPUT_NAME = "query"

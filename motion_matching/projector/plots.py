@@ -10,8 +10,8 @@ import os
 import numpy as np
 import torch
 
-from ..atomic import atomic_write
-from .queries import noise_scale
+from motion_matching.atomic import atomic_write
+from motion_matching.neighbours.queries import noise_scale
 
 
 def plot_frames(ranges, nframes):

@@ -16,15 +16,15 @@ import time
 
 import torch
 
-from .. import formats
-from ..errors import MotionMatchingError
-from .batches import OfflineBatches, OnlineBatches
-from .checkpoint import save_checkpoint
-from .config import TrainConfig
-from .model import module_to_network
-from .search import make_searcher
-from .train_inputs import load_inputs, open_cache_reader, restore_checkpoint
-from .train_objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
+from motion_matching.toolkit import formats
+from motion_matching.errors import MotionMatchingError
+from motion_matching.projector.batches import OfflineBatches, OnlineBatches
+from motion_matching.projector.checkpoint import save_checkpoint
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.model import module_to_network
+from motion_matching.neighbours.search import make_searcher
+from motion_matching.projector.inputs import load_inputs, open_cache_reader, restore_checkpoint
+from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
 
 LOG = logging.getLogger(__name__)
 NETWORK_NAME = "projector.bin"
@@ -174,7 +174,7 @@ class _Run:
 
     def write_plots(self, i):
         """Write projector_X.png and projector_Z.png."""
-        from .plots import write_prediction_plots  # matplotlib only when asked for
+        from motion_matching.projector.plots import write_prediction_plots  # matplotlib only when asked for
         write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
                                searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i)
 

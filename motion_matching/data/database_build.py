@@ -5,9 +5,9 @@ angular velocities come from central differences within each range; toe contacts
 """
 import numpy as np
 
-from . import quat, skeleton
-from .errors import InvalidFile
-from .formats import Database
+from motion_matching.toolkit import quat, skeleton
+from motion_matching.errors import InvalidFile
+from motion_matching.toolkit.formats import Database
 
 CONTACT_SPEED = 0.15
 """Toe speed (metres/second) under which a toe counts as planted, as in the toolkit."""

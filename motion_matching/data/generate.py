@@ -8,11 +8,11 @@ import logging
 import os
 import time
 
-from . import features as features_module
-from . import latent as latent_module
-from . import synthetic
-from .errors import MismatchedFiles
-from .formats import load_database, save_database, save_features, save_latent
+from motion_matching.data import features as features_module
+from motion_matching.data import latent as latent_module
+from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.errors import MismatchedFiles
+from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
 
 LOG = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed
     if database_path is not None:
         return load_database(database_path), os.fspath(database_path)
     if bvh_paths:
-        from . import bvh_import
+        from motion_matching.data.bvh import importer as bvh_import
         database = bvh_import.database_from_bvh_files(list(bvh_paths), windows=windows)
         return database, os.fspath(bvh_paths[0])
     started = time.perf_counter()
@@ -77,10 +77,10 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
                                 write_database=database_path is None, source=source)
     if bvh_dir is not None:
-        from . import bvh_export
+        from motion_matching.data.bvh import exporter as bvh_export
         paths["bvh"] = bvh_export.write_database_bvh(database, bvh_dir)
     if plot_path is not None:
-        from . import plots
-        from .formats import load_features
+        from motion_matching.data import plots
+        from motion_matching.toolkit.formats import load_features
         paths["plot"] = plots.plot_features(plot_path, database, load_features(paths["features"]))
     return paths

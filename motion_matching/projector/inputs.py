@@ -8,11 +8,11 @@ import typing
 import numpy as np
 import torch
 
-from .. import formats
-from ..errors import InvalidFile, MismatchedFiles, MotionMatchingError, StaleCache
-from ..fingerprint import file_sha256
-from .checkpoint import load_checkpoint
-from .config import TrainConfig, numeric_differences
+from motion_matching.toolkit import formats
+from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingError, StaleCache
+from motion_matching.fingerprint import file_sha256
+from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.config import TrainConfig, numeric_differences
 
 
 class Inputs(typing.NamedTuple):
@@ -52,9 +52,9 @@ def rebuild_command(cache_path, features_path, *, nqueries, seed):
 def open_cache_reader(cache_path, config, inputs):
     """``cache.open_cache`` for this run (a context manager); refuses a cache another run needs."""
     try:
-        from . import cache
+        from motion_matching import cache
     except ImportError:
-        raise MotionMatchingError(cache_path, "offline training needs motion_matching.projector.cache, "
+        raise MotionMatchingError(cache_path, "offline training needs motion_matching.cache, "
                                               "which this installation lacks") from None
     with cache.open_cache(cache_path, features_path=inputs.features_path) as reader:
         _check_cache(reader, cache_path, config, inputs)

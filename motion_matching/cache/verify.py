@@ -3,9 +3,9 @@ import dataclasses
 
 import numpy as np
 
-from .. import formats
-from . import queries as query_stream
-from .cache_format import (Refusal, check_complete, check_datasets, check_rows, features_sha256,
+from motion_matching.toolkit import formats
+from motion_matching.neighbours import queries as query_stream
+from motion_matching.cache.format import (Refusal, check_complete, check_datasets, check_rows, features_sha256,
                            freshness_problem, open_hdf5, open_validated, read_attributes)
 
 # Exact backends may pick a frame whose float32-computed distance ties the best one; such a frame's true

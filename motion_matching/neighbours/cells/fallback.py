@@ -20,9 +20,9 @@ import threading
 
 import numpy as np
 
-from .search_cells_axes import AxisBounds
-from .search_cells_pass import CellPass
-from .search_exact import UNIT_ROUNDOFF, CentredFrames
+from motion_matching.neighbours.cells.axes import AxisBounds
+from motion_matching.neighbours.cells.passes import CellPass
+from motion_matching.neighbours.exact import UNIT_ROUNDOFF, CentredFrames
 
 QUERY_BLOCK = 32768
 BOUND_ELEMENTS = 1 << 25  # a block has at most this many (cell, query) bounds: 128 MiB of float32

@@ -10,9 +10,9 @@ similar poses get similar latents, which is what the projector must learn to pre
 import numpy as np
 import threadpoolctl
 
-from . import quat
-from .errors import MismatchedFiles
-from .formats import load_latent
+from motion_matching.toolkit import quat
+from motion_matching.errors import MismatchedFiles
+from motion_matching.toolkit.formats import load_latent
 
 DEFAULT_NLATENT = 32
 LATENT_STD = (0.35, 0.15)

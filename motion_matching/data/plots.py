@@ -1,7 +1,7 @@
 """A PNG of a few matching-feature columns and the toe contacts over time (matplotlib, imported lazily)."""
 import numpy as np
 
-from . import features as features_module
+from motion_matching.data import features as features_module
 
 DEFAULT_COLUMNS = ("left_foot_position_z", "right_foot_position_z", "hip_velocity_z",
                    "trajectory_position_60_x", "trajectory_direction_60_x")

@@ -8,7 +8,7 @@ their left. Lengths are metres, angles radians.
 """
 import numpy as np
 
-from . import quat, skeleton
+from motion_matching.toolkit import quat, skeleton
 
 THIGH = 0.46
 SHIN = 0.46

@@ -18,10 +18,10 @@ import contextlib
 
 import numpy as np
 
-from ..errors import MotionMatchingError
-from . import search_cells_compiled
-from .search_cells import CellSearch
-from .search_exact import CentredFrames, settle
+from motion_matching.errors import MotionMatchingError
+from motion_matching.neighbours.cells import compiled as search_cells_compiled
+from motion_matching.neighbours.cells.fallback import CellSearch
+from motion_matching.neighbours.exact import CentredFrames, settle
 
 CANDIDATES = 8  # float32 candidates re-ranked in float64 by the brute-force backends
 FAISS_MIN_QUERIES = 8192  # below ~4,700 queries per call faiss leaves its BLAS path and runs 5x slower

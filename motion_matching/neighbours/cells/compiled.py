@@ -15,10 +15,10 @@ import concurrent.futures
 
 import numpy as np
 
-from .search_cells import available_cores, checked_sources
+from motion_matching.neighbours.cells.fallback import available_cores, checked_sources
 
 try:
-    from . import _cellsearch  # cellsearch.c with its Python binding _cellsearch.c
+    from motion_matching.neighbours.cells import _cellsearch  # cellsearch.c with its Python binding _cellsearch.c
 except ImportError:  # not built (no C compiler at install time): search_cells.CellSearch is used
     _cellsearch = None
 

@@ -15,14 +15,14 @@ import time
 import h5py
 import numpy as np
 
-from .. import formats
-from ..errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
-from . import queries as query_stream
-from .cache_format import (BUILD_KEYS, DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,
+from motion_matching.toolkit import formats
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
+from motion_matching.neighbours import queries as query_stream
+from motion_matching.cache.format import (BUILD_KEYS, DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,
                            Refusal, check_datasets, features_sha256, open_hdf5, open_validated,
                            read_attributes)
-from .cache_lock import exclusive_lock
-from .search import DEFAULT_BACKEND, make_searcher
+from motion_matching.cache.lock import exclusive_lock
+from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 
 LOG = logging.getLogger(__name__)
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),

@@ -8,7 +8,8 @@ mirrored copies are appended, and velocities and contacts are computed like the 
 """
 import numpy as np
 
-from . import database_build, synthetic_gait
+from motion_matching.data import database_build
+from motion_matching.data.synthetic import gait as synthetic_gait
 
 FPS = 60
 DEFAULT_FRAMES = 50_000

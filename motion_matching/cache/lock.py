@@ -6,7 +6,7 @@ so a killed build never leaves a cache locked.
 import contextlib
 import os
 
-from ..errors import CacheLocked
+from motion_matching.errors import CacheLocked
 
 try:
     import fcntl

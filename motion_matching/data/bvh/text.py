@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 
-from .atomic import atomic_write
-from .errors import BvhError, MissingFile
+from motion_matching.atomic import atomic_write
+from motion_matching.errors import BvhError, MissingFile
 
 POSITION_CHANNELS = ("Xposition", "Yposition", "Zposition")
 ROTATION_CHANNELS = ("Xrotation", "Yrotation", "Zrotation")

@@ -1,16 +1,9 @@
-"""The exact-neighbour cache: noisy queries and their nearest frames, stored in a fingerprinted HDF5 file.
-
-Layout and rules: docs/cache.md. ``open_cache`` validates a cache against features.bin and returns a
-``CacheReader`` for training; ``build_cache``, ``cache_info`` and ``verify_cache`` make and check caches.
-"""
+"""Reading a cache: ``open_cache`` validates it against features.bin and returns a ``CacheReader``."""
 import os
 
 import numpy as np
 
-from .cache_build import build_cache
-from .cache_format import (DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,  # noqa: F401
-                           check_rows, features_sha256, open_validated)
-from .cache_verify import cache_info, verify_cache
+from motion_matching.cache.format import check_rows, open_validated
 
 CHECK_ROWS = 1 << 20
 
@@ -96,5 +89,3 @@ def open_cache(path, *, features_path="features.bin"):
     handle, attributes, refusal, _ = open_validated(path, features_path=features_path)
     return CacheReader(path, handle, attributes, refusal)
 
-
-__all__ = ["CacheReader", "open_cache", "features_sha256", "build_cache", "cache_info", "verify_cache"]

@@ -7,9 +7,9 @@ import dataclasses
 
 import numpy as np
 
-from .atomic import atomic_write
-from .binary_io import BinaryReader, open_for_reading, write_array, write_counts
-from .errors import InvalidFile, MismatchedFiles
+from motion_matching.atomic import atomic_write
+from motion_matching.toolkit.binary_io import BinaryReader, open_for_reading, write_array, write_counts
+from motion_matching.errors import InvalidFile, MismatchedFiles
 
 
 @dataclasses.dataclass

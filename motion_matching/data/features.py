@@ -22,9 +22,9 @@ import dataclasses
 
 import numpy as np
 
-from . import quat, skeleton
-from .errors import InvalidFile
-from .formats import Database, Features
+from motion_matching.toolkit import quat, skeleton
+from motion_matching.errors import InvalidFile
+from motion_matching.toolkit.formats import Database, Features
 
 TRAJECTORY_FRAMES = (20, 40, 60)
 """Look-ahead of the trajectory features in frames (1/3, 2/3 and 1 second at 60 fps)."""

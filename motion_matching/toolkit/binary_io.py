@@ -3,7 +3,7 @@ import os
 
 import numpy as np
 
-from .errors import InvalidFile, MissingFile, TruncatedFile
+from motion_matching.errors import InvalidFile, MissingFile, TruncatedFile
 
 U32 = np.dtype("<u4")
 MAP_BYTES = 1 << 24  # arrays larger than this are memory-mapped instead of read

@@ -1,0 +1,1 @@
+"""BVH clips: the text format, importing clips into a database and exporting a database to clips."""

@@ -1,0 +1,1 @@
+"""The deterministic synthetic locomotion database: a gait generator and the clips built from it."""

@@ -1,0 +1,1 @@
+"""The toolkit's files: binary layouts, their strict readers and writers, quaternions and the skeleton."""
