@@ -13,9 +13,10 @@ class OptimisedBuildExt(build_ext):
         super().build_extensions()
 
 
+CELLS = "motion_matching/neighbours/cells"
 cell_search = Extension("motion_matching.neighbours.cells._cellsearch",
-                        ["motion_matching/neighbours/cells/_cellsearch.c", "motion_matching/neighbours/cells/cellsearch.c"],
-                        depends=["motion_matching/neighbours/cells/cellsearch.h"], optional=True)
+                        [f"{CELLS}/_cellsearch.c", f"{CELLS}/cellsearch.c"],
+                        depends=[f"{CELLS}/cellsearch.h"], optional=True)
 
 setup(
     name="motion-matching-projector",
@@ -42,6 +43,7 @@ setup(
         "plot": ["matplotlib>=3.5"],
         "onnx": ["onnx>=1.14", "onnxruntime>=1.16"],
         "tensorboard": ["tensorboard>=2.10"],
+        "lint": ["ruff>=0.5", "import-linter>=2.0"],
         "test": ["pytest>=7", "matplotlib>=3.5", "onnx>=1.14", "onnxruntime>=1.16", "tensorboard>=2.10"],
     },
     entry_points={"console_scripts": ["mm-projector=motion_matching.cli:main"]},

@@ -19,8 +19,10 @@ import time
 import click
 import numpy as np
 
-from motion_matching.data.bvh import text as bvh, exporter as bvh_export, importer as bvh_import
 from motion_matching.data import database_build
+from motion_matching.data.bvh import exporter as bvh_export
+from motion_matching.data.bvh import importer as bvh_import
+from motion_matching.data.bvh import text as bvh
 from motion_matching.toolkit import quat, skeleton
 
 

@@ -18,12 +18,12 @@ import time
 import click
 import numpy as np
 
-from motion_matching.data import features as features_module
-from motion_matching.toolkit import formats
-from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching import cache
+from motion_matching.data import features as features_module
+from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.neighbours import queries
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.toolkit import formats
 
 
 def synthetic_features(nframes, *, seed=0):

@@ -17,8 +17,8 @@ import click
 import numpy as np
 
 from motion_matching.data import features, generate, latent
-from motion_matching.toolkit import quat, skeleton
 from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.toolkit import quat, skeleton
 
 
 def loop_raw_features(database, nframes):
@@ -86,13 +86,15 @@ def main(frames, repeats, loop_frames, json_path):
             f"raw features, per-frame loop ({loop_frames} frames)": lambda: loop_raw_features(database, loop_frames),
         }
         rows = [{"step": name, "seconds": median_seconds(step, repeats)} for name, step in steps.items()]
-    error = float(np.abs(loop_raw_features(database, loop_frames) - features.raw_features(database)[:loop_frames]).max())
+    looped = loop_raw_features(database, loop_frames)
+    error = float(np.abs(looped - features.raw_features(database)[:loop_frames]).max())
     vectorised = rows[1]["seconds"] / database.nframes
     loop = rows[-1]["seconds"] / loop_frames
     print(f"{database.nframes} frames, median of {repeats} runs")
     for row in rows:
         print(f"  {row['step']:<44} {row['seconds']:8.3f} s")
-    print(f"  per-frame loop / vectorised, per frame:      {loop / vectorised:8.0f} x  (max abs difference {error:.1e})")
+    print(f"  per-frame loop / vectorised, per frame:      {loop / vectorised:8.0f} x"
+          f"  (max abs difference {error:.1e})")
     if json_path:
         with open(json_path, "w") as stream:
             json.dump({"frames": database.nframes, "repeats": repeats, "rows": rows,

@@ -18,9 +18,9 @@ import tempfile
 
 import numpy as np
 
-from motion_matching.toolkit import formats
-from motion_matching.projector import c_evaluator
 from motion_matching.neighbours.queries import generate_queries
+from motion_matching.projector import c_evaluator
+from motion_matching.toolkit import formats
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_NETWORK = ROOT / "tests" / "data" / "toolkit" / "projector.bin"

@@ -25,13 +25,13 @@ import click
 import numpy as np
 import torch
 
-from motion_matching.toolkit import formats
 from motion_matching import cache
 from motion_matching.neighbours import queries
-from motion_matching.projector.config import TrainConfig
 from motion_matching.neighbours.search import make_searcher
-from motion_matching.projector.train import train_projector
+from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector, projector_losses
+from motion_matching.projector.train import train_projector
+from motion_matching.toolkit import formats
 
 WARMUP = 10  # iterations left out of every rate (allocations, first save of projector.bin)
 

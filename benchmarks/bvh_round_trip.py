@@ -14,12 +14,13 @@ import tempfile
 
 import click
 import numpy as np
-
 from bench_bvh import procedural_clip
-from motion_matching.data.bvh import exporter as bvh_export, importer as bvh_import
+
 from motion_matching.data import database_build
-from motion_matching.toolkit import formats, skeleton
+from motion_matching.data.bvh import exporter as bvh_export
+from motion_matching.data.bvh import importer as bvh_import
 from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.toolkit import formats, skeleton
 
 LAFAN1 = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "reference-features",
                       "database.bin")

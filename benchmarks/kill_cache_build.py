@@ -21,8 +21,8 @@ import click
 import h5py
 import numpy as np
 
-from motion_matching.toolkit import formats
 from motion_matching import cache
+from motion_matching.toolkit import formats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -84,7 +84,8 @@ def main(frames, nqueries, chunk_rows, backend, trials, seed, json_path):
         for trial in range(trials):
             out = os.path.join(folder, f"trial{trial}.h5")
             arguments = [sys.executable, "-c", "from motion_matching.cli import main; main()", "build-cache",
-                         "--features", features_path, "--out", out, "--queries", str(nqueries), "--seed", "5", "--backend", backend,
+                         "--features", features_path, "--out", out, "--queries", str(nqueries), "--seed", "5",
+                         "--backend", backend,
                          "--chunk-rows", str(chunk_rows), "--quiet"]
             delays = iter(lambda: rng.uniform(0.3, max(0.6, full / 3)), None)
             kills, restarts, runs = killed_build(arguments, delays)

@@ -16,8 +16,8 @@ import time
 
 import click
 
-from motion_matching.data import generate
 from motion_matching.cache.build import build_cache
+from motion_matching.data import generate
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
 

@@ -1,11 +1,11 @@
-"""The whole pipeline on synthetic data: database -> exact-neighbour cache -> offline training -> export -> evaluation."""
+"""The whole pipeline on synthetic data: database -> exact-neighbour cache -> offline training -> export -> evaluate."""
 import dataclasses
 import importlib.util
 import os
 import typing
 
-from motion_matching.data import generate
 from motion_matching.cache import build as cache_build
+from motion_matching.data import generate
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.config import TrainConfig
 

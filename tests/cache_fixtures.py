@@ -6,6 +6,7 @@ import h5py
 import numpy as np
 
 from motion_matching import cache
+
 from conftest import write_small_toolkit_files
 
 NQUERIES, SEED, CHUNK, BACKEND = 20_000, 7, 8192, "faiss-flat"

@@ -5,12 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import random_features
-from motion_matching.errors import CorruptCache
 from motion_matching import cache
+from motion_matching.errors import CorruptCache
 from motion_matching.neighbours import queries
-from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.neighbours.search import make_searcher
+from motion_matching.projector.batches import OfflineBatches, OnlineBatches
+
+from conftest import random_features
 
 
 class MemoryReader:

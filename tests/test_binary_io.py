@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from motion_matching.toolkit import binary_io, formats
 from motion_matching import errors
+from motion_matching.toolkit import binary_io, formats
 
 
 @pytest.fixture

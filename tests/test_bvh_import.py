@@ -5,11 +5,14 @@ from click.testing import CliRunner
 from scipy.interpolate import griddata
 from scipy.signal import savgol_filter
 
-from conftest import shared_fixture
-from motion_matching.data.bvh import text as bvh, exporter as bvh_export, importer as bvh_import
 from motion_matching.data import database_build, features
-from motion_matching.toolkit import formats, quat, skeleton
+from motion_matching.data.bvh import exporter as bvh_export
+from motion_matching.data.bvh import importer as bvh_import
+from motion_matching.data.bvh import text as bvh
 from motion_matching.errors import BvhError, InvalidFile
+from motion_matching.toolkit import formats, quat, skeleton
+
+from conftest import shared_fixture
 
 NBONES = len(skeleton.BONE_NAMES)
 FEET = [skeleton.LEFT_FOOT - 1, skeleton.RIGHT_FOOT - 1, skeleton.LEFT_TOE - 1, skeleton.RIGHT_TOE - 1]

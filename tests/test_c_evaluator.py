@@ -4,11 +4,12 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import TOOLKIT_NETWORKS, random_features
-from export_helpers import random_projector, realistic_queries, torch_outputs, write_checkpoint
-from motion_matching.toolkit import formats
 from motion_matching.projector import c_evaluator
 from motion_matching.projector.export import export_network
+from motion_matching.toolkit import formats
+
+from conftest import TOOLKIT_NETWORKS, random_features
+from export_helpers import random_projector, realistic_queries, torch_outputs, write_checkpoint
 
 TOLERANCE = 1e-5
 

@@ -4,9 +4,9 @@ import pathlib
 import h5py
 import numpy as np
 
-from motion_matching.toolkit import formats
 from motion_matching import cache
 from motion_matching.neighbours import queries
+from motion_matching.toolkit import formats
 
 ARCHIVE = pathlib.Path(__file__).parent / "data" / "cache_v1"
 DOCUMENTED_ATTRIBUTES = {"format", "format_version", "features_sha256", "nframes", "nfeatures", "nqueries", "seed",

@@ -7,13 +7,24 @@ import textwrap
 import numpy as np
 import pytest
 
-from motion_matching.toolkit import formats
-from motion_matching.errors import CacheLocked, CorruptCache, MissingFile, StaleCache
 from motion_matching import cache
-from motion_matching.neighbours import queries
 from motion_matching.cache.lock import exclusive_lock
-from cache_fixtures import (BACKEND, CHUNK, NQUERIES, SEED, assert_same_contents, build, command, copy_of, digest,
-                            make_reference)
+from motion_matching.errors import CacheLocked, CorruptCache, MissingFile, StaleCache
+from motion_matching.neighbours import queries
+from motion_matching.toolkit import formats
+
+from cache_fixtures import (
+    BACKEND,
+    CHUNK,
+    NQUERIES,
+    SEED,
+    assert_same_contents,
+    build,
+    command,
+    copy_of,
+    digest,
+    make_reference,
+)
 from conftest import random_features
 
 
@@ -222,6 +233,7 @@ def test_output_folder_that_does_not_exist_is_named(features_path):
 def test_a_full_disk_is_refused_before_writing(features_path, monkeypatch):
     import shutil
     import types
+
     from motion_matching.errors import MotionMatchingError
     out = features_path.parent / "cache.h5"
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: types.SimpleNamespace(free=10**6))

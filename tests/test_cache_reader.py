@@ -4,6 +4,7 @@ import pytest
 
 from motion_matching import cache
 from motion_matching.neighbours import queries
+
 from conftest import write_small_toolkit_files
 
 NQUERIES, SEED, CHUNK = 20_000, 7, 8192

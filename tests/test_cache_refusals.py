@@ -3,9 +3,10 @@ import h5py
 import numpy as np
 import pytest
 
-from motion_matching.toolkit import formats
-from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching import cache
+from motion_matching.errors import CorruptCache, MissingFile, StaleCache
+from motion_matching.toolkit import formats
+
 from cache_fixtures import CHUNK, NQUERIES, build, command, copy_of, make_reference
 from conftest import random_features
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from motion_matching.toolkit import formats
-from motion_matching.cli import main
-from motion_matching.cli.cache import build_cache_command
 from motion_matching import cache
 from motion_matching.cache.lock import exclusive_lock
+from motion_matching.cli import main
+from motion_matching.cli.cache import build_cache_command
+from motion_matching.toolkit import formats
+
 from cache_fixtures import BACKEND, CHUNK, NQUERIES, SEED, build, command, copy_of, digest, make_reference
 from conftest import random_features
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from motion_matching.cli import main
 from motion_matching.data import features
 from motion_matching.toolkit import formats
-from motion_matching.cli import main
 
 ROOT = pathlib.Path(__file__).parent.parent
 

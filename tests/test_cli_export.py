@@ -4,10 +4,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from motion_matching.cli import main
+from motion_matching.toolkit import formats
+
 from conftest import TOOLKIT_NETWORKS, write_small_toolkit_files
 from export_helpers import random_projector, write_checkpoint
-from motion_matching.toolkit import formats
-from motion_matching.cli import main
 
 
 def invoke(*args):

@@ -2,9 +2,10 @@
 import numpy as np
 from click.testing import CliRunner
 
-from formats_helpers import small_database
-from motion_matching.toolkit import formats
 from motion_matching.cli import main
+from motion_matching.toolkit import formats
+
+from formats_helpers import small_database
 
 
 def test_check_files_reports_a_summary(tmp_path):

@@ -10,7 +10,7 @@ import train_projector
 from motion_matching.cli import main
 from motion_matching.cli import train as train_cli
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.train import TrainResult, TrainingInterrupted
+from motion_matching.projector.train import TrainingInterrupted, TrainResult
 
 QUICK = ["--iterations", "12", "--hidden", "16", "--hidden-layers", "1", "--held-out", "0", "--quiet"]
 

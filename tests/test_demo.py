@@ -3,8 +3,8 @@ import json
 
 from click.testing import CliRunner
 
-from motion_matching.toolkit import formats
 from motion_matching.cli import main
+from motion_matching.toolkit import formats
 
 
 def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):

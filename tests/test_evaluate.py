@@ -4,15 +4,16 @@ import json
 import numpy as np
 import pytest
 
-from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
-from export_helpers import random_projector
-from motion_matching.toolkit import formats
 from motion_matching.errors import MismatchedFiles
-from motion_matching.projector import evaluate
-from motion_matching.projector.model import network_to_module
 from motion_matching.neighbours.queries import generate_queries
 from motion_matching.neighbours.search import make_searcher
+from motion_matching.projector import evaluate
+from motion_matching.projector.model import network_to_module
 from motion_matching.projector.objective import held_out_loss
+from motion_matching.toolkit import formats
+
+from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
+from export_helpers import random_projector
 
 
 def pass_through_network(nfeatures=27, nlatent=32):

@@ -4,10 +4,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import shared_fixture
 from motion_matching.data import database_build, features
-from motion_matching.toolkit import formats
 from motion_matching.errors import InvalidFile
+from motion_matching.toolkit import formats
+
+from conftest import shared_fixture
 
 TOLERANCE = 1e-4
 

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import TOOLKIT_NETWORKS, shared_fixture
-from motion_matching.toolkit import formats
 from motion_matching.projector.model import module_to_network, network_to_module
+from motion_matching.toolkit import formats
+
+from conftest import TOOLKIT_NETWORKS, shared_fixture
 
 NETWORK_NAMES = ["projector.bin", "stepper.bin", "decompressor.bin"]
 

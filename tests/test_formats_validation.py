@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from formats_helpers import database_fields, features_fields, network_fields, small_database, small_network
 from motion_matching import errors
 from motion_matching.toolkit import formats
+
+from formats_helpers import database_fields, features_fields, network_fields, small_database, small_network
 
 
 def write_database(tmp_path, **changes):
@@ -52,7 +53,10 @@ def test_database_truncated_inside_array(tmp_path, field):
     expect(errors.TruncatedFile, formats.load_database, path, f"truncated in {field}")
 
 
-@pytest.mark.parametrize("field", [f[0] for f in features_fields(formats.Features(np.zeros((4, 3)), np.zeros(3), np.zeros(3)))])
+FEATURES_FIELDS = features_fields(formats.Features(np.zeros((4, 3)), np.zeros(3), np.zeros(3)))
+
+
+@pytest.mark.parametrize("field", [f[0] for f in FEATURES_FIELDS])
 @pytest.mark.parametrize("where", ["header", "array"])
 def test_features_truncated(tmp_path, field, where):
     features = formats.Features(np.ones((4, 3), np.float32), np.zeros(3, np.float32), np.ones(3, np.float32))

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from motion_matching.toolkit import formats
 from motion_matching.data import generate, latent
 from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.errors import MismatchedFiles
+from motion_matching.toolkit import formats
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,13 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import TOOLKIT_NETWORKS
-from export_helpers import random_projector, realistic_queries, torch_outputs, write_checkpoint
-from motion_matching.toolkit import formats
 from motion_matching.errors import InvalidFile, MotionMatchingError
 from motion_matching.projector.export import export_network, load_projector_module
 from motion_matching.projector.onnx_export import export_onnx, run_onnx
+from motion_matching.toolkit import formats
+
+from conftest import TOOLKIT_NETWORKS
+from export_helpers import random_projector, realistic_queries, torch_outputs, write_checkpoint
 
 pytest.importorskip("onnx", reason="ONNX export needs the optional [onnx] extra (onnx)")
 pytest.importorskip("onnxruntime", reason="checking ONNX files needs the optional [onnx] extra (onnxruntime)")

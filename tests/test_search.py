@@ -3,11 +3,13 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import random_features
 from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours import search
-from motion_matching.neighbours.cells import fallback as search_cells, compiled as search_cells_compiled
+from motion_matching.neighbours.cells import compiled as search_cells_compiled
+from motion_matching.neighbours.cells import fallback as search_cells
 from motion_matching.neighbours.queries import generate_queries
+
+from conftest import random_features
 
 CPU_BACKENDS = ["cells", "cells-numpy", "balltree", "faiss-flat", "torch"]
 needs_compiled = pytest.mark.skipif(not search_cells_compiled.available(),

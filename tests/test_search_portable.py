@@ -9,10 +9,11 @@ import sysconfig
 
 import numpy as np
 import pytest
+from test_search import assert_nearest, duplicated_frames, grid_case, noisy_queries
+
+from motion_matching.neighbours.cells import compiled as search_cells_compiled
 
 from conftest import random_features
-from motion_matching.neighbours.cells import compiled as search_cells_compiled
-from test_search import assert_nearest, duplicated_frames, grid_case, noisy_queries
 
 SOURCE_FOLDER = os.path.dirname(search_cells_compiled.__file__)
 COMPILER = shutil.which(os.environ.get("CC", "cc"))

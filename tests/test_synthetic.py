@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from motion_matching.data import database_build, features, generate
-from motion_matching.toolkit import formats, quat, skeleton
 from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.errors import InvalidFile
+from motion_matching.toolkit import formats, quat, skeleton
 
 NBONES = len(skeleton.BONE_NAMES)
 

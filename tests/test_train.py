@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from motion_matching.toolkit import formats
 from motion_matching.errors import MismatchedFiles, MotionMatchingError
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.train import train_projector
 from motion_matching.projector.objective import held_out_loss, make_projector, normalisation, projector_losses
+from motion_matching.projector.train import train_projector
+from motion_matching.toolkit import formats
+
 from conftest import random_features
 from train_helpers import small_config, write_database
 

@@ -4,8 +4,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from motion_matching.toolkit import formats
 from motion_matching.projector.config import TrainConfig
+from motion_matching.toolkit import formats
 
 
 def small_config(**changes):

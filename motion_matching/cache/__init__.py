@@ -5,8 +5,14 @@ writes a cache (resumable, under ``lock``); ``reader`` opens one for training; `
 This package re-exports the entry points, so ``cache.build_cache`` and ``cache.open_cache`` read as before.
 """
 from motion_matching.cache.build import build_cache
-from motion_matching.cache.format import (DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT,
-                                          FORMAT_VERSION, features_sha256)
+from motion_matching.cache.format import (
+                                          DEFAULT_CHUNK_ROWS,
+                                          DEFAULT_NQUERIES,
+                                          DEFAULT_SEED,
+                                          FORMAT,
+                                          FORMAT_VERSION,
+                                          features_sha256,
+)
 from motion_matching.cache.reader import CacheReader, open_cache
 from motion_matching.cache.verify import cache_info, verify_cache
 

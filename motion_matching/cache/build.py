@@ -15,14 +15,25 @@ import time
 import h5py
 import numpy as np
 
-from motion_matching.toolkit import formats
+from motion_matching.cache.format import (
+    BUILD_KEYS,
+    DEFAULT_CHUNK_ROWS,
+    DEFAULT_NQUERIES,
+    DEFAULT_SEED,
+    FORMAT,
+    FORMAT_VERSION,
+    Refusal,
+    check_datasets,
+    features_sha256,
+    open_hdf5,
+    open_validated,
+    read_attributes,
+)
+from motion_matching.cache.lock import exclusive_lock
 from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
 from motion_matching.neighbours import queries as query_stream
-from motion_matching.cache.format import (BUILD_KEYS, DEFAULT_CHUNK_ROWS, DEFAULT_NQUERIES, DEFAULT_SEED, FORMAT, FORMAT_VERSION,
-                           Refusal, check_datasets, features_sha256, open_hdf5, open_validated,
-                           read_attributes)
-from motion_matching.cache.lock import exclusive_lock
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),

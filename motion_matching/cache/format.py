@@ -10,10 +10,10 @@ import shlex
 import h5py
 import numpy as np
 
-from motion_matching.toolkit import formats
-from motion_matching.fingerprint import file_sha256
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
+from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import queries as query_stream
+from motion_matching.toolkit import formats
 
 FORMAT = "motion-matching-projector-cache"
 FORMAT_VERSION = 1

@@ -3,10 +3,19 @@ import dataclasses
 
 import numpy as np
 
-from motion_matching.toolkit import formats
+from motion_matching.cache.format import (
+    Refusal,
+    check_complete,
+    check_datasets,
+    check_rows,
+    features_sha256,
+    freshness_problem,
+    open_hdf5,
+    open_validated,
+    read_attributes,
+)
 from motion_matching.neighbours import queries as query_stream
-from motion_matching.cache.format import (Refusal, check_complete, check_datasets, check_rows, features_sha256,
-                           freshness_problem, open_hdf5, open_validated, read_attributes)
+from motion_matching.toolkit import formats
 
 # Exact backends may pick a frame whose float32-computed distance ties the best one; such a frame's true
 # squared distance exceeds the minimum by at most a few float32 roundings of |q|^2 + |x|^2.

@@ -5,10 +5,10 @@ import logging
 import click
 import numpy as np
 
-from motion_matching.cli.progress import ProgressBar
 from motion_matching import cache
-from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.progress import ProgressBar
+from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 
 FILE = click.Path(dir_okay=False)
 

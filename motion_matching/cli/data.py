@@ -1,9 +1,9 @@
 """Commands: generate-database (the toolkit's database.bin, features.bin and latent.bin)."""
 import click
 
+from motion_matching.cli.group import main, reports_errors
 from motion_matching.data import features, generate, latent
 from motion_matching.data.synthetic import locomotion as synthetic
-from motion_matching.cli.group import main, reports_errors
 
 _FILE = click.Path(exists=True, dir_okay=False)
 

@@ -1,9 +1,9 @@
 """Commands: demo (the whole pipeline on the embedded synthetic data)."""
 import click
 
-from motion_matching.demo import DemoSettings, run_demo
-from motion_matching.cli.progress import ProgressBar
 from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.progress import ProgressBar
+from motion_matching.demo import DemoSettings, run_demo
 
 _DEFAULTS = DemoSettings()
 
@@ -23,7 +23,8 @@ def _train_line(progress):
 
 
 @main.command("demo")
-@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False), help="Folder for every file.")
+@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")
 @click.option("--iterations", default=_DEFAULTS.iterations, show_default=True, type=click.IntRange(min=1),

@@ -1,10 +1,10 @@
 """Commands: export, evaluate."""
 import click
 
+from motion_matching.cli.group import main, reports_errors
+from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.projector.evaluate import DEFAULT_QUERIES, EVALUATION_SEED, TRAINING_SEED, evaluate_files
 from motion_matching.projector.export import EXPORT_FORMATS, export_network
-from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
-from motion_matching.cli.group import main, reports_errors
 
 _FILE = click.Path(exists=True, dir_okay=False)
 

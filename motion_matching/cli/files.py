@@ -1,8 +1,8 @@
 """Commands: checking the toolkit's files."""
 import click
 
-from motion_matching.toolkit.check import check_toolkit_files
 from motion_matching.cli.group import main, reports_errors
+from motion_matching.toolkit.check import check_toolkit_files
 
 _FILE = click.Path(dir_okay=False)
 

@@ -5,8 +5,8 @@ angular velocities come from central differences within each range; toe contacts
 """
 import numpy as np
 
-from motion_matching.toolkit import quat, skeleton
 from motion_matching.errors import InvalidFile
+from motion_matching.toolkit import quat, skeleton
 from motion_matching.toolkit.formats import Database
 
 CONTACT_SPEED = 0.15

@@ -22,8 +22,8 @@ import dataclasses
 
 import numpy as np
 
-from motion_matching.toolkit import quat, skeleton
 from motion_matching.errors import InvalidFile
+from motion_matching.toolkit import quat, skeleton
 from motion_matching.toolkit.formats import Database, Features
 
 TRAJECTORY_FRAMES = (20, 40, 60)

@@ -10,8 +10,8 @@ similar poses get similar latents, which is what the projector must learn to pre
 import numpy as np
 import threadpoolctl
 
-from motion_matching.toolkit import quat
 from motion_matching.errors import MismatchedFiles
+from motion_matching.toolkit import quat
 from motion_matching.toolkit.formats import load_latent
 
 DEFAULT_NLATENT = 32

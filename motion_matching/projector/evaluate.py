@@ -13,15 +13,15 @@ import os
 import numpy as np
 import torch
 
-from motion_matching.toolkit import formats
 from motion_matching.atomic import atomic_write
 from motion_matching.errors import MismatchedFiles
 from motion_matching.fingerprint import file_sha256
-from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.export import load_projector_module
 from motion_matching.neighbours.queries import RECIPE, generate_queries
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.export import load_projector_module
 from motion_matching.projector.objective import HELD_OUT_SEED
+from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 
@@ -91,7 +91,10 @@ def _level_breakdown(levels, top1, topk, feature_error, latent_error):
     for low, high in zip(LEVEL_EDGES[:-1], LEVEL_EDGES[1:]):
         inside = (levels >= low) & ((levels < high) | (high == LEVEL_EDGES[-1]))
         count = int(inside.sum())
-        mean = (lambda values: float(values[inside].mean()) if count else None)
+
+        def mean(values, inside=inside, count=count):
+            return float(values[inside].mean()) if count else None
+
         rows.append({"u_min": low, "u_max": high, "queries": count, "top1": mean(top1), f"top{MATCH_K}": mean(topk),
                      "feature_l1": mean(feature_error), "latent_l1": mean(latent_error)})
     return rows

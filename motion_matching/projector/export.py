@@ -6,10 +6,10 @@ layers with weights stored (in, out); ``formats.save_network`` writes exactly th
 import logging
 import os
 
-from motion_matching.toolkit import formats
 from motion_matching.errors import InvalidFile, MissingFile
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.model import module_from_state_dict, module_to_network, network_to_module
+from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 

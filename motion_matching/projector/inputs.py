@@ -8,11 +8,11 @@ import typing
 import numpy as np
 import torch
 
-from motion_matching.toolkit import formats
 from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingError, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
+from motion_matching.toolkit import formats
 
 
 class Inputs(typing.NamedTuple):

@@ -10,9 +10,9 @@ import torch
 
 from motion_matching.errors import InvalidFile
 from motion_matching.neighbours import queries as query_stream
+from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.model import NormalisedMLP, projector_sizes
-from motion_matching.neighbours.search import make_searcher
 
 HELD_OUT_SEED = 271828  # a stream the training (seed 1234 by default) never draws from
 HELD_OUT_QUERIES = 4096

@@ -16,15 +16,15 @@ import time
 
 import torch
 
-from motion_matching.toolkit import formats
 from motion_matching.errors import MotionMatchingError
+from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.model import module_to_network
-from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.inputs import load_inputs, open_cache_reader, restore_checkpoint
+from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
+from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 NETWORK_NAME = "projector.bin"

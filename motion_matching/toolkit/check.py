@@ -1,8 +1,8 @@
 """Check that a folder's toolkit files are each valid and describe the same frames."""
 import dataclasses
 
-from motion_matching.toolkit import formats
 from motion_matching.errors import MismatchedFiles
+from motion_matching.toolkit import formats
 
 
 @dataclasses.dataclass

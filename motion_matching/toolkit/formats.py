@@ -8,13 +8,16 @@ import dataclasses
 import numpy as np
 
 from motion_matching.atomic import atomic_write
-from motion_matching.toolkit.binary_io import BinaryReader, open_for_reading, write_array, write_counts
 from motion_matching.errors import InvalidFile, MismatchedFiles
+from motion_matching.toolkit.binary_io import BinaryReader, open_for_reading, write_array, write_counts
 
 
 @dataclasses.dataclass
 class Database:
-    """The animation database: per-frame local (parent-relative) bone states; bone 0, the simulation bone, is in world space."""
+    """The animation database: per-frame local (parent-relative) bone states.
+
+    Bone 0, the simulation bone, is in world space.
+    """
 
     bone_positions: np.ndarray          # (F, B, 3) float32, metres
     bone_velocities: np.ndarray         # (F, B, 3) float32, metres / second

@@ -11,10 +11,17 @@ import os
 import numpy as np
 from scipy import interpolate
 
-from motion_matching.toolkit import quat, skeleton
+from motion_matching.data.bvh.importer import (
+    CENTIMETRES,
+    LAFAN1_NAMES,
+    LAFAN1_PARENTS,
+    SOURCE_FPS,
+    resampled_length,
+    unroll,
+)
 from motion_matching.data.bvh.text import POSITION_CHANNELS, Bvh, write_bvh
-from motion_matching.data.bvh.importer import CENTIMETRES, LAFAN1_NAMES, LAFAN1_PARENTS, SOURCE_FPS, resampled_length, unroll
 from motion_matching.errors import InvalidFile
+from motion_matching.toolkit import quat, skeleton
 
 ROTATION_ORDER = ("Zrotation", "Yrotation", "Xrotation")
 MIN_RANGE_FRAMES = resampled_length(4)

@@ -13,10 +13,10 @@ import os
 import numpy as np
 from scipy import interpolate, signal
 
-from motion_matching.toolkit import quat, skeleton
 from motion_matching.data.bvh.text import POSITION_CHANNELS, ROTATION_CHANNELS, read_bvh
 from motion_matching.data.database_build import build_database
 from motion_matching.errors import BvhError
+from motion_matching.toolkit import quat, skeleton
 
 LOG = logging.getLogger(__name__)
 
