@@ -4,17 +4,20 @@ The defaults are those of ``resources/train_projector.py`` in orangeduck/Motion-
 batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning rate x0.99 every 1,000 iterations,
 500,000 iterations, projector.bin written every 1,000 iterations, one torch thread, losses
 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
+``schedule``, ``warmup`` and ``recipe`` are this project's: other learning-rate schedules
+(``projector/schedule.py``) and the name of the preset the settings came from (``projector/recipes.py``).
 """
 import dataclasses
 
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device")
+                  "threads", "device", "schedule", "warmup")
+SCHEDULES = ("toolkit", "cosine", "linear")  # see projector/schedule.py
 
 
-def _field(default, help_text):
-    return dataclasses.field(default=default, metadata={"help": help_text})
+def _field(default, help_text, *, choices=None):
+    return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +41,21 @@ class TrainConfig:
     checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
     threads: int = _field(1, "Torch CPU threads (the toolkit uses 1)")
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
+    schedule: str = _field("toolkit", "Learning-rate schedule: toolkit (x --lr-decay every --lr-decay-every), or "
+                           "cosine / linear decay to 0 at the last iteration", choices=SCHEDULES)
+    warmup: int = _field(0, "Iterations of linear learning-rate warm-up before the schedule")
+    recipe: str = _field("toolkit", "Preset the other settings start from (toolkit: the toolkit's constants; "
+                         "fast: see docs/training.md); options given explicitly override it")
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
                      "threads", "hidden", "hidden_layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be at least 0, not {self.warmup}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
 
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""
@@ -57,5 +69,9 @@ class TrainConfig:
 
 
 def numeric_differences(old, new):
-    """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str."""
-    return [name for name in NUMERIC_FIELDS if getattr(old, name) != getattr(new, name)]
+    """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str.
+
+    Under a schedule that decays to 0 at the last iteration, ``iterations`` counts too.
+    """
+    names = NUMERIC_FIELDS + (("iterations",) if "toolkit" not in (old.schedule, new.schedule) else ())
+    return [name for name in names if getattr(old, name) != getattr(new, name)]

@@ -24,6 +24,7 @@ from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.inputs import load_inputs, open_cache_reader, restore_checkpoint
 from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
+from motion_matching.projector.schedule import LearningRateSchedule
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
@@ -87,13 +88,13 @@ def _torch_threads(count):
 class _Run:
     """The state of one training run and the steps that change it."""
 
-    def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard):
-        self.config, self.inputs, self.progress = config, inputs, progress
+    def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard, on_step=None):
+        self.config, self.inputs, self.progress, self.on_step = config, inputs, progress, on_step
         self.device = _device(config.device)
         self.module = make_projector(inputs.X, inputs.Z, config, path=inputs.features_path).to(self.device)
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=config.lr, amsgrad=config.amsgrad,
                                            weight_decay=config.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, gamma=config.lr_decay)
+        self.scheduler = LearningRateSchedule(self.optimizer, config)
         self.X = torch.from_numpy(inputs.X).to(self.device)
         self.Z = torch.from_numpy(inputs.Z).to(self.device)
         self.network_path = os.path.join(out_dir, NETWORK_NAME)
@@ -125,8 +126,7 @@ class _Run:
             self.write_network()
             if self.plots:
                 self.write_plots(i)
-        if i % self.config.lr_decay_every == 0:  # the toolkit decays after iteration 0 too
-            self.scheduler.step()
+        self.scheduler.after_step(i)
         self.step = i + 1
         if self.step % self.config.checkpoint_every == 0:
             self.write_checkpoint()
@@ -139,6 +139,8 @@ class _Run:
             self.in_step = True
             self.after_step(i, self.train_step(Xhat, nearest))
             self.in_step = False
+            if self.on_step is not None:
+                self.on_step(self.step, self.module)
             self.seconds = time.perf_counter() - started
             if self.stop_requested:
                 raise KeyboardInterrupt
@@ -243,10 +245,11 @@ def _train(run, source):
 
 def train_projector(config=TrainConfig(), *, features_path, latent_path, database_path=None, offline_cache=None,
                     out_dir=".", progress=None, resume=None, preload=False, plots=False, tensorboard=None,
-                    held_out_queries=HELD_OUT_QUERIES):
+                    held_out_queries=HELD_OUT_QUERIES, on_step=None):
     """Train the projector; returns a ``TrainResult``. Raises ``TrainingInterrupted`` after saving on Ctrl-C.
 
-    ``progress(Progress)`` is called every 10 iterations and after the last one. ``resume`` names a
+    ``progress(Progress)`` is called every 10 iterations and after the last one; ``on_step(step, module)``
+    after every iteration (``step`` iterations done; benchmarks evaluate the module there). ``resume`` names a
     checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow).
     ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
     """
@@ -254,7 +257,8 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     os.makedirs(out_dir, exist_ok=True)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_torch_threads(config.threads))
-        run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
+        run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard,
+                   on_step=on_step)
         if resume is not None:
             restore_checkpoint(run, resume)
         source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
