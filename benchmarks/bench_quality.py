@@ -108,10 +108,10 @@ def evaluation_steps(iterations, points):
 class QualityRun:
     """One recipe's training with evaluations at ``steps``; ``record`` is the JSON-ready dict."""
 
-    def __init__(self, record, held_out, json_path, steps):
+    def __init__(self, record, held_out, json_path, steps, *, stop_after=None):
         self.record, self.held_out, self.json_path, self.steps = record, held_out, json_path, set(steps)
         self.started, self.eval_seconds, self.offset = None, 0.0, record.get("resumed_wall_s", 0.0)
-        self.last = (0, 0.0)
+        self.last, self.stop_after = (0, 0.0), stop_after
 
     def wall(self):
         """Training seconds so far: elapsed since the start, less evaluations, plus earlier sessions."""
@@ -124,6 +124,8 @@ class QualityRun:
             self.record["checkpoint_wall_s"][str(step)] = self.last[1]
         if step in self.steps:
             self.evaluate(step, module)
+        if step == self.stop_after:  # tests: what Ctrl-C does between two iterations
+            raise KeyboardInterrupt
 
     def evaluate(self, step, module):
         wall, began = self.wall(), time.perf_counter()
@@ -165,8 +167,12 @@ def resume_record(json_path, checkpoint_path):
     return record
 
 
-def train_recipe(config, *, data, cache, out_dir, held_out, label, points, resume, command):
-    """Train ``config`` from ``cache``, evaluating at log-spaced steps; returns the saved record dict."""
+def train_recipe(config, *, data, cache, out_dir, held_out, label, points, resume=False, command="",
+                 stop_after=None):
+    """Train ``config`` from ``cache``, evaluating at log-spaced steps; returns the saved record dict.
+
+    Raises ``TrainingInterrupted`` on Ctrl-C (or after iteration ``stop_after``), the record saved.
+    """
     json_path, checkpoint_path = os.path.join(out_dir, JSON_NAME), os.path.join(out_dir, CHECKPOINT_NAME)
     os.makedirs(out_dir, exist_ok=True)
     if resume:
@@ -176,7 +182,7 @@ def train_recipe(config, *, data, cache, out_dir, held_out, label, points, resum
                             command=command)
     steps = [step for step in evaluation_steps(config.iterations, points)
              if step > (record["points"][-1]["step"] if record["points"] else 0)]
-    run = QualityRun(record, held_out, json_path, steps)
+    run = QualityRun(record, held_out, json_path, steps, stop_after=stop_after)
     run.started = time.perf_counter()
     try:
         result = train_projector(config, features_path=os.path.join(data, "features.bin"),
