@@ -232,8 +232,13 @@ def run_command(data, cache, threads, recipe, settings, label, out_dir, points, 
                                                         os.path.join(data, "latent.bin"))
     held_out = HeldOutQueries(features.features, latent, nqueries=queries)
     command = " ".join([os.path.basename(sys.executable), *sys.argv])
-    record = train_recipe(config, data=data, cache=cache, out_dir=out_dir, held_out=held_out,
-                          label=label or recipe, points=points, resume=resume, command=command)
+    try:
+        record = train_recipe(config, data=data, cache=cache, out_dir=out_dir, held_out=held_out,
+                              label=label or recipe, points=points, resume=resume, command=command)
+    except TrainingInterrupted as stop:
+        click.echo(f"interrupted after {stop.result.steps:,} iterations; continue with the same command and "
+                   f"--resume", err=True)
+        sys.exit(130)
     click.echo(f"{record['label']}: finished in {record['total_wall_s']:.1f} s of training; "
                f"{os.path.join(out_dir, JSON_NAME)}")
 

@@ -7,25 +7,37 @@ import typing
 from motion_matching.cache import build as cache_build
 from motion_matching.data import generate
 from motion_matching.projector import evaluate, export, train
-from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.recipes import recipe_config
 
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
-    """Sizes of a demo run; the defaults finish in a few minutes on 2 cores."""
+    """Sizes of a demo run; the defaults (the ``fast`` recipe) finish in a few minutes on 2 cores.
+
+    ``iterations`` and ``batch_size`` None: the recipe's.
+    """
 
     frames: int = 50_000
-    iterations: int = 10_000
-    batch_size: int = 32
+    recipe: str = "fast"
+    iterations: typing.Optional[int] = None
+    batch_size: typing.Optional[int] = None
     seed: int = 1234
     database_seed: int = 0
     evaluation_queries: int = 10_000
-    threads: typing.Optional[int] = None  # None: searches use every core, training one thread (the toolkit's)
+    threads: typing.Optional[int] = None  # None: searches use every core, training the recipe's thread count
+
+    def train_config(self):
+        """The demo's ``TrainConfig``: the recipe, with the sizes given here."""
+        sizes = {name: getattr(self, name) for name in ("iterations", "batch_size", "threads")
+                 if getattr(self, name) is not None}
+        config = recipe_config(self.recipe, seed=self.seed, **sizes)
+        return dataclasses.replace(config, checkpoint_every=config.iterations)
 
     @property
     def cache_queries(self):
         """One cached query per training sample, so the demo never reuses a query."""
-        return self.iterations * self.batch_size
+        config = self.train_config()
+        return config.iterations * config.batch_size
 
 
 def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: None, cache_progress=None,
@@ -41,8 +53,7 @@ def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: Non
     cache_build.build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
                             seed=settings.seed, threads=settings.threads, progress=cache_progress)
     report("build exact-neighbour cache", {"cache": cache_path})
-    config = TrainConfig(iterations=settings.iterations, batch_size=settings.batch_size, seed=settings.seed,
-                         threads=settings.threads or 1, checkpoint_every=settings.iterations)
+    config = settings.train_config()
     trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],
                                     database_path=files["database"], offline_cache=cache_path, out_dir=out_dir,
                                     progress=train_progress)
@@ -58,3 +69,30 @@ def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: Non
                                          threads=settings.threads)
     report("evaluate on held-out queries", {"report": evaluation["files"][0]})
     return evaluation
+
+
+# Measured by benchmarks/bench_quality.py on the default demo database (50,000 synthetic frames, database
+# seed 0), 10,000 held-out queries of seed 271828, as the demo's evaluation: see BENCHMARKS.md, "Recipes".
+REFERENCE_SOURCE = "BENCHMARKS.md, bench_quality on the 50,000-frame synthetic database"
+REFERENCE = {
+    "toolkit": {"iterations": 500_000, "batch_size": 32, "top1": None, "loss": None, "wall": None},
+    "fast": {"top1": None, "loss": None, "wall": None},
+}
+
+
+def compare_with_reference(evaluation, settings):
+    """Lines (str) putting the demo's held-out top-1 and loss beside the recipes' measured results."""
+    lines = []
+    for name, measured in REFERENCE.items():
+        if measured["top1"] is None:
+            continue
+        lines.append(f"   {name} recipe: top-1 {measured['top1']:.1%}, held-out loss {measured['loss']:.4f} "
+                     f"after {measured['wall']} of training")
+    if not lines:
+        return []
+    default = DemoSettings()
+    differs = [name for name in ("frames", "recipe", "iterations", "batch_size", "seed", "database_seed")
+               if getattr(settings, name) != getattr(default, name)]
+    mine = f"this run: top-1 {evaluation['match']['top1']:.1%}, held-out loss {evaluation['losses']['loss']:.4f}"
+    note = f" (settings differ from the measured demo: {', '.join(differs)})" if differs else ""
+    return [f"compared with the measured recipes ({REFERENCE_SOURCE}):"] + lines + [f"   {mine}{note}"]

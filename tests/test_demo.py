@@ -9,7 +9,8 @@ from motion_matching.toolkit import formats
 
 def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):
     out = tmp_path / "demo"
-    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--frames", "2000", "--iterations", "40"])
+    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--frames", "2000", "--iterations", "40",
+                                         "--batch-size", "32"])
     assert result.exit_code == 0, result.output
     for step in ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
                  "evaluate on held-out queries"):

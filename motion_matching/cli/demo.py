@@ -3,7 +3,8 @@ import click
 
 from motion_matching.cli.group import main, reports_errors
 from motion_matching.cli.progress import ProgressBar
-from motion_matching.demo import DemoSettings, run_demo
+from motion_matching.demo import DemoSettings, compare_with_reference, run_demo
+from motion_matching.projector.recipes import RECIPES
 
 _DEFAULTS = DemoSettings()
 
@@ -27,20 +28,25 @@ def _train_line(progress):
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")
-@click.option("--iterations", default=_DEFAULTS.iterations, show_default=True, type=click.IntRange(min=1),
-              help="Training iterations (the toolkit runs 500,000).")
-@click.option("--batch-size", default=_DEFAULTS.batch_size, show_default=True, type=click.IntRange(min=1))
+@click.option("--recipe", default=_DEFAULTS.recipe, show_default=True, type=click.Choice(list(RECIPES)),
+              help="Training recipe (train --recipe); the toolkit's takes most of an hour or more.")
+@click.option("--iterations", type=click.IntRange(min=1), help="Training iterations [default: the recipe's].")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
 @click.option("--threads", type=click.IntRange(min=1),
-              help="CPU threads for search and training [default: every core for search, one for training].")
+              help="CPU threads for search and training [default: every core for search, the recipe's for training].")
 @reports_errors
-def demo(out, frames, iterations, batch_size, threads):
+def demo(out, frames, recipe, iterations, batch_size, threads):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.
 
-    Example: mm-projector demo --out demo --iterations 10000
+    Example: mm-projector demo --out demo
     """
-    settings = DemoSettings(frames=frames, iterations=iterations, batch_size=batch_size, threads=threads)
+    settings = DemoSettings(frames=frames, recipe=recipe, iterations=iterations, batch_size=batch_size,
+                            threads=threads)
     bar = ProgressBar()
     evaluation = run_demo(out, settings, report=lambda step, paths: (bar.close(), _print_step(step, paths)),
                           cache_progress=bar, train_progress=_train_line)
     losses = ", ".join(f"{name} {value:.4f}" for name, value in evaluation["losses"].items())
-    click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}")
+    click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}, "
+               f"top-5 {evaluation['match']['top5']:.1%}")
+    for line in compare_with_reference(evaluation, settings):
+        click.echo(line)
