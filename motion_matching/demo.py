@@ -8,6 +8,7 @@ from motion_matching.cache import build as cache_build
 from motion_matching.data import generate
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.config import TrainConfig
+from motion_matching.toolkit import recipe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,8 +17,8 @@ class DemoSettings:
 
     frames: int = 50_000
     iterations: int = 10_000
-    batch_size: int = 32
-    seed: int = 1234
+    batch_size: int = recipe.BATCH_SIZE
+    seed: int = recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
     threads: typing.Optional[int] = None  # None: searches use every core, training one thread (the toolkit's)

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from motion_matching.errors import MismatchedFiles
-from motion_matching.neighbours.queries import generate_queries
+from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
 from motion_matching.projector.model import network_to_module
 from motion_matching.projector.objective import held_out_loss
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
 from export_helpers import random_projector
@@ -84,9 +84,9 @@ def test_losses_equal_trainings_held_out_loss():
 
 def test_default_queries_are_held_out_from_training():
     features = random_features(300)
-    held_out, _ = generate_queries(features, seed=evaluate.EVALUATION_SEED, start=0, stop=100)
-    trained, _ = generate_queries(features, seed=evaluate.TRAINING_SEED, start=0, stop=100)
-    assert evaluate.EVALUATION_SEED != evaluate.TRAINING_SEED
+    held_out, _ = generate_queries(features, seed=HELD_OUT_SEED, start=0, stop=100)
+    trained, _ = generate_queries(features, seed=recipe.SEED, start=0, stop=100)
+    assert HELD_OUT_SEED != recipe.SEED
     assert not np.isclose(held_out[:, None, :], trained[None], atol=1e-6).all(-1).any()
 
 
