@@ -151,7 +151,7 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     os.makedirs(out_dir, exist_ok=True)
     files = [os.path.join(out_dir, REPORT_NAME)]
     if plots:
-        from motion_matching.projector.evaluate_plots import plot_predictions
+        from motion_matching.projector.plots import plot_predictions
         files += plot_predictions(arrays, out_dir)
     report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in
                         (("projector", projector), ("features", features_path), ("latent", latent_path))}
