@@ -4,7 +4,7 @@ import importlib.util
 import os
 import typing
 
-from motion_matching.cache import build as cache_build
+from motion_matching.cache import build_cache
 from motion_matching.data import generate
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.config import TrainConfig
@@ -39,8 +39,8 @@ def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: Non
     files = generate.generate_files(out_dir, seed=settings.database_seed, nframes=settings.frames)
     report("generate synthetic database", files)
     cache_path = os.path.join(out_dir, "projector_cache.h5")
-    cache_build.build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
-                            seed=settings.seed, threads=settings.threads, progress=cache_progress)
+    build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
+                seed=settings.seed, threads=settings.threads, progress=cache_progress)
     report("build exact-neighbour cache", {"cache": cache_path})
     config = TrainConfig(iterations=settings.iterations, batch_size=settings.batch_size, seed=settings.seed,
                          threads=settings.threads or 1, checkpoint_every=settings.iterations)
