@@ -191,7 +191,7 @@ def open_validated(path, *, features_path, require_fresh=True, refusal=None):
     """Open the complete cache at ``path`` and check it against ``features_path``; returns ``(handle,
     attributes, refusal, problem)``: problem is None when fresh, else why not (only if not ``require_fresh``).
     """
-    refusal = refusal or Refusal(path, features_path=features_path)
+    refusal = Refusal(path, features_path=features_path) if refusal is None else refusal
     handle = open_hdf5(path, refusal)
     try:
         attributes = read_attributes(handle, refusal)
