@@ -30,7 +30,7 @@ import torch
 
 from motion_matching.atomic import atomic_write
 from motion_matching.fingerprint import file_sha256
-from motion_matching.neighbours.queries import generate_queries
+from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
 from motion_matching.projector.checkpoint import load_checkpoint
@@ -82,7 +82,7 @@ def machine_description():
 class HeldOutQueries:
     """``evaluate``'s held-out queries of one database with their exact nearest frames, searched once."""
 
-    def __init__(self, features, latent, *, nqueries=evaluate.DEFAULT_QUERIES, seed=evaluate.EVALUATION_SEED):
+    def __init__(self, features, latent, *, nqueries=evaluate.DEFAULT_QUERIES, seed=HELD_OUT_SEED):
         self.X, self.Z = features, latent
         self.Xhat, _ = generate_queries(features, seed=seed, start=0, stop=nqueries)
         self.truth = make_searcher(features, backend=evaluate.DEFAULT_BACKEND).nearest(self.Xhat)

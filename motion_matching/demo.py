@@ -4,10 +4,11 @@ import importlib.util
 import os
 import typing
 
-from motion_matching.cache import build as cache_build
+from motion_matching.cache import build_cache
 from motion_matching.data import generate
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.recipes import recipe_config
+from motion_matching.toolkit import recipe as toolkit_recipe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +22,7 @@ class DemoSettings:
     recipe: str = "fast"
     iterations: typing.Optional[int] = None
     batch_size: typing.Optional[int] = None
-    seed: int = 1234
+    seed: int = toolkit_recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
     threads: typing.Optional[int] = None  # None: searches use every core, training the recipe's thread count
@@ -50,8 +51,8 @@ def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: Non
     files = generate.generate_files(out_dir, seed=settings.database_seed, nframes=settings.frames)
     report("generate synthetic database", files)
     cache_path = os.path.join(out_dir, "projector_cache.h5")
-    cache_build.build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
-                            seed=settings.seed, threads=settings.threads, progress=cache_progress)
+    build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
+                seed=settings.seed, threads=settings.threads, progress=cache_progress)
     report("build exact-neighbour cache", {"cache": cache_path})
     config = settings.train_config()
     trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],
