@@ -259,13 +259,18 @@ def step_seconds(config, *, data, cache, steps, folder):
 
 @main.command("steps")
 @data_options
-@click.option("--recipe", "recipes", type=RECIPE_CHOICE, multiple=True, required=True)
+@click.option("--recipe", "recipes", type=RECIPE_CHOICE, multiple=True)
+@click.option("--batch", "batches", type=click.IntRange(min=1), multiple=True,
+              help="Also time the toolkit recipe at this batch size (repeatable).")
 @click.option("--samples", default=65_536, show_default=True, help="Samples timed per repeat and recipe.")
 @click.option("--repeats", default=5, show_default=True, help="Interleaved repeats; medians reported.")
 @click.option("--json", "json_path", default=None, help="Write the times to this JSON file.")
-def steps_command(data, cache, threads, recipes, samples, repeats, json_path):
+def steps_command(data, cache, threads, recipes, batches, samples, repeats, json_path):
     """Time each recipe's training step side by side (interleaved repeats); print medians."""
     configs = {name: preset_config(name, {"threads": threads}) for name in recipes}
+    configs.update({f"batch {batch}": preset_config("toolkit", {"threads": threads, "batch_size": batch})
+                    for batch in batches})
+    recipes = list(configs)
     times = {name: [] for name in recipes}
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(repeats):

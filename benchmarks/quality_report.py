@@ -31,7 +31,7 @@ def table_rows(records):
     rows = []
     for record in records:
         last, config = record["points"][-1], record["config"]
-        done = "" if record.get("finished") else f" (running: {last['step']:,} of {config['iterations']:,})"
+        done = "" if record.get("finished") else f" (unfinished: {last['step']:,} of {config['iterations']:,})"
         rows.append((record["label"] + done, f"{config['batch_size']:,}", f"{last['step']:,}",
                      f"{last['samples']:,}", format_seconds(last["wall_s"]), f"{last['loss']:.4f}",
                      f"{last['top1']:.1%}", f"{last['top5']:.1%}"))
@@ -55,23 +55,29 @@ def plot_title(records):
 
 
 def write_plot(records, path):
-    """Write a PNG: top-1 match accuracy and held-out loss against training wall time, one curve per record."""
+    """Write a PNG: top-1 and held-out loss against training wall time, and top-1 against samples seen.
+
+    One curve per record. Returns ``path``.
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(11, 4.4), constrained_layout=True)
+    figure, (accuracy, loss, by_samples) = plt.subplots(1, 3, figsize=(14, 4.6), constrained_layout=True)
     for record in records:
-        wall = [point["wall_s"] for point in record["points"]]
+        points = record["points"]
+        wall, samples = [p["wall_s"] for p in points], [p["samples"] for p in points]
+        top1 = [100 * p["top1"] for p in points]
         label = f"{record['label']} (batch {record['config']['batch_size']:,})"
-        line, = accuracy.plot(wall, [100 * point["top1"] for point in record["points"]], marker=".", label=label)
-        loss.plot(wall, [point["loss"] for point in record["points"]], marker=".", color=line.get_color(),
-                  label=label)
-    for axes, name in ((accuracy, "held-out top-1 match accuracy (%)"), (loss, "held-out loss")):
+        line, = accuracy.plot(wall, top1, marker=".", label=label)
+        loss.plot(wall, [p["loss"] for p in points], marker=".", color=line.get_color(), label=label)
+        by_samples.plot(samples, top1, marker=".", color=line.get_color(), label=label)
+    for axes, x_name, y_name in ((accuracy, "training wall time (s)", "held-out top-1 match accuracy (%)"),
+                                 (loss, "training wall time (s)", "held-out loss"),
+                                 (by_samples, "training samples (queries seen)", "held-out top-1 match accuracy (%)")):
         axes.set_xscale("log")
-        axes.set_xlabel("training wall time (s, log scale)")
-        axes.set_ylabel(name)
+        axes.set_xlabel(x_name + ", log scale")
+        axes.set_ylabel(y_name)
         axes.grid(True, which="both", alpha=0.3)
-    loss.set_yscale("log")
     accuracy.legend(loc="upper left", fontsize=8)
     figure.suptitle(plot_title(records), fontsize=9)
     figure.savefig(path, dpi=90)

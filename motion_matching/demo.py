@@ -25,7 +25,7 @@ class DemoSettings:
     seed: int = toolkit_recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
-    threads: typing.Optional[int] = None  # None: searches use every core, training the recipe's thread count
+    threads: typing.Optional[int] = None  # None: every core, for the searches and for training
 
     def train_config(self):
         """The demo's ``TrainConfig``: the recipe, with the sizes given here."""

@@ -33,7 +33,7 @@ def _train_line(progress):
 @click.option("--iterations", type=click.IntRange(min=1), help="Training iterations [default: the recipe's].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
 @click.option("--threads", type=click.IntRange(min=1),
-              help="CPU threads for search and training [default: every core for search, the recipe's for training].")
+              help="CPU threads for search and training [default: every core].")
 @reports_errors
 def demo(out, frames, recipe, iterations, batch_size, threads):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.

@@ -23,8 +23,12 @@ def _config_option(field):
         return click.option(f"{name}/--no-{name[2:]}", default=field.default, show_default=True,
                             help=field.metadata["help"])
     choices = RECIPES if field.name == "recipe" else field.metadata.get("choices")
-    kind = click.Choice(list(choices)) if choices else type(field.default)
-    return click.option(name, type=kind, default=field.default, show_default=True, help=field.metadata["help"])
+    if choices:
+        kind = click.Choice(list(choices))
+    else:
+        kind = field.metadata.get("type", type(field.default))
+    return click.option(name, type=kind, default=field.default, show_default=field.default is not None,
+                        help=field.metadata["help"])
 
 
 PATH_OPTIONS = [

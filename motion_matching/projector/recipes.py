@@ -14,7 +14,7 @@ from motion_matching.projector.config import TrainConfig
 
 RECIPES = {
     "toolkit": {},
-    "fast": {"batch_size": 1024, "iterations": 2500, "lr": 0.004, "schedule": "cosine", "warmup": 100},
+    "fast": {"batch_size": 512, "iterations": 8000, "lr": 0.003, "schedule": "cosine", "warmup": 200},
 }
 
 
