@@ -6,14 +6,14 @@ import click
 import numpy as np
 
 from motion_matching import cache
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 
 FILE = click.Path(dir_okay=False)
 
 
-@main.command("build-cache")
+@main.command("build-cache", short_help=summary("build-cache"))
 @click.option("--features", "features_path", type=FILE, default="features.bin", show_default=True,
               help="The toolkit's features.bin.")
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
@@ -73,7 +73,7 @@ def describe_build(result):
             f"{result.seconds:.1f} s ({rate:,.0f} queries/s)")
 
 
-@main.command("cache-info")
+@main.command("cache-info", short_help=summary("cache-info"))
 @click.argument("cache_path", metavar="CACHE", type=FILE)
 @click.option("--features", "features_path", type=FILE, default=None,
               help="Also say whether CACHE is fresh for this features.bin.")
@@ -105,7 +105,7 @@ def describe_info(path, info):
     return lines
 
 
-@main.command("verify-cache")
+@main.command("verify-cache", short_help=summary("verify-cache"))
 @click.argument("cache_path", metavar="CACHE", type=FILE)
 @click.option("--features", "features_path", type=FILE, default="features.bin", show_default=True,
               help="The features.bin the cache must have been built from.")

@@ -1,7 +1,7 @@
 """Commands: demo (the whole pipeline on the embedded synthetic data)."""
 import click
 
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.demo import DemoSettings, run_demo
 
@@ -22,7 +22,7 @@ def _train_line(progress):
         click.echo("", err=True)
 
 
-@main.command("demo")
+@main.command("demo", short_help=summary("demo"))
 @click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False),
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),

@@ -1,7 +1,7 @@
 """Commands: export, evaluate."""
 import click
 
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import main, reports_errors, summary
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.projector.evaluate import DEFAULT_QUERIES, EVALUATION_SEED, TRAINING_SEED, evaluate_files
 from motion_matching.projector.export import EXPORT_FORMATS, export_network
@@ -9,7 +9,7 @@ from motion_matching.projector.export import EXPORT_FORMATS, export_network
 _FILE = click.Path(exists=True, dir_okay=False)
 
 
-@main.command()
+@main.command(short_help=summary("export"))
 @click.argument("source", type=_FILE)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default="bin", show_default=True,
@@ -28,10 +28,10 @@ def export(source, out, format_, split):
                f"outputs {', '.join(result['outputs'])}")
 
 
-@main.command()
+@main.command(short_help=summary("evaluate"))
 @click.option("--projector", required=True, type=_FILE, help="Checkpoint or network .bin to evaluate.")
-@click.option("--features", required=True, type=_FILE, help="features.bin of the database.")
-@click.option("--latent", required=True, type=_FILE, help="latent.bin of the database.")
+@click.option("--features", default="features.bin", show_default=True, type=_FILE, help="features.bin of the database.")
+@click.option("--latent", default="latent.bin", show_default=True, type=_FILE, help="latent.bin of the database.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
 @click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")

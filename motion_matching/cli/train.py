@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import main, reports_errors, summary
 from motion_matching.cli.progress import format_duration
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import HELD_OUT_QUERIES
@@ -95,7 +95,7 @@ def run_training(*, quiet, database_path, **options):
     click.echo(("" if quiet else "\n") + describe_result(result))
 
 
-@main.command("train")
+@main.command("train", short_help=summary("train"))
 @training_options
 @reports_errors
 def train_command(**options):
