@@ -12,8 +12,9 @@ _FILE = click.Path(exists=True, dir_okay=False)
 @main.command(short_help=summary("export"))
 @click.argument("source", type=_FILE)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
-@click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default="bin", show_default=True,
-              help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside.")
+@click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default=None,
+              help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside "
+                   "[default: from the extension of --out, .onnx or .bin; bin for others].")
 @click.option("--split", is_flag=True,
               help="ONNX only: name two outputs, 'features' (the input's width) and 'latent', not one 'output'.")
 @reports_errors
