@@ -37,7 +37,10 @@ PATH_OPTIONS = [
     click.option("--offline", "offline_cache", type=FILE, default=None,
                  help="Train from this exact-neighbour cache (build-cache) instead of BallTree searches."),
     click.option("--preload", is_flag=True, help="Read the whole cache into memory instead of streaming it."),
-    click.option("--resume", type=FILE, default=None, help="Continue from this projector_checkpoint.pt."),
+    click.option("--resume", type=FILE, default=None,
+                 help="Continue from this projector_checkpoint.pt [default: the one in --out, if any]."),
+    click.option("--force", is_flag=True,
+                 help="Start over, replacing the projector.bin and checkpoint of another run found in --out."),
     click.option("--plots", is_flag=True, help="Write projector_X.png and projector_Z.png with each projector.bin."),
     click.option("--tensorboard", type=click.Path(file_okay=False), default=None,
                  help="Write TensorBoard loss curves into this folder."),
@@ -62,6 +65,9 @@ def _show_progress(report):
 
 def describe_result(result):
     """The lines (str) that end a run: what was written, the losses and the speed."""
+    if result.steps == result.resumed_from:
+        return (f"{result.network_path} is already trained ({result.steps:,} iterations, checkpoint "
+                f"{result.checkpoint_path}); nothing to do (a larger --iterations continues it, --force retrains)")
     held = "" if not result.held_out else f", held-out loss {result.held_out['loss']:.4f}"
     rate = result.steps / result.seconds if result.seconds > 0 else 0.0
     return (f"wrote {result.network_path} and {result.checkpoint_path} after {result.steps:,} iterations "
@@ -87,7 +93,7 @@ def run_training(*, quiet, database_path, **options):
     except TrainingInterrupted as stop:
         done = stop.result
         click.echo(f"{'' if quiet else chr(10)}interrupted after {done.steps:,} iterations; wrote {done.network_path} "
-                   f"and {done.checkpoint_path}; continue with --resume {done.checkpoint_path}", err=True)
+                   f"and {done.checkpoint_path}; run the same command again to continue", err=True)
         sys.exit(INTERRUPTED_EXIT)
     except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
         click.echo("\ninterrupted; the files written so far are complete", err=True)
