@@ -93,4 +93,6 @@ def test_progress_line_shows_rolling_loss_rate_and_eta(in_files):
     arguments = [argument for argument in QUICK if argument != "--quiet"]
     result = CliRunner().invoke(main, ["train", "--database", ""] + arguments)
     assert result.exit_code == 0, result.output
-    assert re.search(r"\rIter:      10 Loss: \d+\.\d{3}  lr 0\.00099  [\d,.]+ it/s  ETA \d:\d\d:\d\d ", result.output)
+    assert re.search(r"train: 100%\|#+\| 12/12 \[\d\d:\d\d<00:00, +[\d.]+ it/s, loss \d+\.\d{4}, lr 0\.00099\]\n",
+                     result.output)
+    assert "\r" not in result.output  # not a terminal: plain lines

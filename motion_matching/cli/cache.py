@@ -19,7 +19,8 @@ FILE = click.Path(dir_okay=False)
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
               help="Number of noisy queries (rows) to store.")
 @click.option("--seed", type=int, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
-@click.option("--out", type=FILE, default="projector_cache.h5", show_default=True, help="The cache to write.")
+@click.option("--out", type=FILE, metavar="FILE", default="projector_cache.h5", show_default=True,
+              help="The cache file to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
               help="Exact nearest-neighbour search backend.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Search threads (default: all cores).")
@@ -36,16 +37,15 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
 
     Example: mm-projector build-cache --features features.bin --out projector_cache.h5 --queries 16000000
     """
-    bar = None if quiet else ProgressBar(unit="queries")
+    bar = ProgressBar(unit="queries", label="build-cache", quiet=quiet)
     # faiss's loader logs INFO lines that are not for users; --quiet also hides our resume notes
     with log_levels({"faiss": logging.WARNING, "motion_matching": logging.WARNING if quiet else logging.INFO}):
         try:
             result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
                                        threads=threads, device=device, chunk_rows=chunk_rows, force=force,
-                                       progress=bar)
+                                       progress=None if quiet else bar)
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
     click.echo(describe_build(result))
 
 

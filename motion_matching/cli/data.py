@@ -42,7 +42,8 @@ def _check_sources(database, bvh, windows):
 
 
 @main.command("generate-database", short_help=summary("generate-database"))
-@click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), help="Folder for the files.")
+@click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="Folder for the files.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the synthetic database.")
 @click.option("--frames", type=click.IntRange(min=synthetic.MIN_FRAMES),
               help=f"Synthetic frames, mirrors included [default: {synthetic.DEFAULT_FRAMES}].")

@@ -23,7 +23,7 @@ def _train_line(progress):
 
 
 @main.command("demo", short_help=summary("demo"))
-@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")

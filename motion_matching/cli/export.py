@@ -11,7 +11,8 @@ _FILE = click.Path(exists=True, dir_okay=False)
 
 @main.command(short_help=summary("export"))
 @click.argument("source", type=_FILE)
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="File to write (.bin or .onnx).")
 @click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default=None,
               help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside "
                    "[default: from the extension of --out, .onnx or .bin; bin for others].")
@@ -33,7 +34,8 @@ def export(source, out, format_, split):
 @click.option("--projector", required=True, type=_FILE, help="Checkpoint or network .bin to evaluate.")
 @click.option("--features", default="features.bin", show_default=True, type=_FILE, help="features.bin of the database.")
 @click.option("--latent", default="latent.bin", show_default=True, type=_FILE, help="latent.bin of the database.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="Folder for evaluation.json and the plots.")
 @click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")
 @click.option("--seed", default=EVALUATION_SEED, show_default=True, type=int,

@@ -11,6 +11,7 @@ import time
 from motion_matching.data import features as features_module
 from motion_matching.data import latent as latent_module
 from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.errors import MismatchedFiles
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
 
@@ -71,11 +72,13 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     "latent", and "bvh" (list, with ``bvh_dir``) and "plot" (with ``plot_path``). ``latent_path``
     keeps a user's latent instead of the stand-in; its frame count must match the database.
     """
+    check_folder_name(out_dir)
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)
     latent = None if latent_path is None else latent_module.load_matching_latent(latent_path, database.nframes)
-    paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
-                                write_database=database_path is None, source=source)
+    with output_folder(out_dir):
+        paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
+                                    write_database=database_path is None, source=source)
     if bvh_dir is not None:
         from motion_matching.data.bvh import exporter as bvh_export
         paths["bvh"] = bvh_export.write_database_bvh(database, bvh_dir)

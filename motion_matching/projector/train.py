@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
@@ -259,9 +260,10 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     (which starts over). A finished run, rerun, trains nothing and rewrites nothing.
     ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
     """
+    check_folder_name(out_dir)
     inputs = load_inputs(features_path, latent_path, database_path)
-    os.makedirs(out_dir, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(output_folder(out_dir))
         stack.enter_context(_torch_threads(config.threads))
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
         continue_earlier_run(run, resume=resume, force=force)
