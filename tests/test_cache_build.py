@@ -128,12 +128,36 @@ def test_stale_cache_is_refused_unchanged_without_force_and_rebuilt_with_it(refe
         assert reader.nframes == 1500
 
 
-def test_other_query_count_is_refused_unchanged(reference, features_path):
+def test_another_seed_is_refused_unchanged_suggesting_the_caches_seed(reference, features_path):
     out = copy_of(reference[1], features_path.parent)
     before = digest(out)
-    with pytest.raises(StaleCache, match=f"^{out}: holds 20,000 queries of seed 7, not 30,000 of seed 7; "):
-        build(features_path, out, nqueries=30_000)
+    with pytest.raises(StaleCache, match=f"^{out}: holds 20,000 queries of seed 7, not of seed 8; pass --seed 7 to "
+                                         "use it, or --force to replace it; run: "):
+        build(features_path, out, seed=8)
     assert digest(out) == before
+
+
+def test_more_queries_of_the_same_stream_grow_the_cache_to_what_a_fresh_build_gives(reference, features_path):
+    small = features_path.parent / "small.h5"
+    build(features_path, small, nqueries=NQUERIES // 2 + 100)  # not a whole number of chunks
+    grown = build(features_path, small)
+    assert (grown.status, grown.resumed_from) == ("built", NQUERIES // 2 // CHUNK * CHUNK)
+    assert grown.rows_written == NQUERIES - grown.resumed_from
+    assert_same_contents(small, reference[1])
+
+
+def test_fewer_queries_use_the_prefix_of_the_cache(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    before = (digest(out), os.stat(out).st_mtime_ns)
+    result = build(features_path, out, nqueries=1_600)
+    assert (result.status, result.nqueries) == ("up-to-date", NQUERIES)
+    assert (digest(out), os.stat(out).st_mtime_ns) == before
+
+
+def test_growing_needs_the_caches_backend(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    with pytest.raises(StaleCache, match="searched by the faiss-flat backend; pass --backend faiss-flat to grow it"):
+        build(features_path, out, nqueries=NQUERIES + 1, backend="balltree")
 
 
 def test_damaged_cache_is_refused_unchanged_without_force(features_path):

@@ -41,7 +41,8 @@ def test_without_a_terminal_a_plain_line_comes_every_few_seconds_and_at_the_end(
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()
     assert len(lines) == 1 + int(25 / PLAIN_EVERY)  # the first call, then one per PLAIN_EVERY seconds
-    assert lines[-1].startswith("100%|##########| 100/100 [00:25<00:00,") and lines[-1].endswith(" 4.00 it/s, loss 0.0099]")
+    assert lines[-1].startswith("100%|##########| 100/100 [00:25<00:00,")
+    assert lines[-1].endswith(" 4.00 it/s, loss 0.0099]")
 
 
 def test_on_a_terminal_the_bar_redraws_one_line_and_close_ends_it():

@@ -43,8 +43,8 @@ def test_build_prints_one_line_and_draws_progress_on_stderr(tmp_path, reference)
     assert result.exit_code == 0, result.output
     assert re.fullmatch(f"wrote {out}: 20,000 queries; 20,000 searched in [0-9.]+ s \\([0-9,]+ queries/s\\)\n",
                         result.stdout)
-    assert re.fullmatch(r"build-cache:   0%.*\nbuild-cache: 100%\|#+\| 20000/20000 \[\d\d:\d\d<00:00, +[\d.]+ queries/s\]\n",
-                        result.stderr)
+    assert re.fullmatch(r"build-cache:   0%.*\n"
+                        r"build-cache: 100%\|#+\| 20000/20000 \[\d\d:\d\d<00:00, +[\d.]+ queries/s\]\n", result.stderr)
     again = run(*build_arguments(features_path, out))
     assert (again.exit_code, again.stdout) == (0, f"{out} is up to date (20,000 queries); nothing to do\n")
 

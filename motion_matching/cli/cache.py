@@ -1,12 +1,14 @@
 """Commands: build-cache, cache-info, verify-cache (the exact-neighbour cache, docs/cache.md)."""
 import contextlib
 import logging
+import sys
 
 import click
 import numpy as np
 
 from motion_matching import cache
-from motion_matching.cli.group import main, reports_errors, summary
+from motion_matching.cache.build import BuildInterrupted
+from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 
@@ -44,9 +46,22 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
             result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
                                        threads=threads, device=device, chunk_rows=chunk_rows, force=force,
                                        progress=None if quiet else bar)
+        except BuildInterrupted as stop:
+            bar.close()
+            click.echo(describe_interruption(stop), err=True)
+            sys.exit(INTERRUPTED_EXIT)
         finally:
             bar.close()
-    click.echo(describe_build(result))
+    click.echo(describe_build(result, requested=nqueries))
+
+
+def describe_interruption(stop):
+    """The line (str) build-cache prints on Ctrl-C: what was kept and how to resume."""
+    kept = stop.result.resumed_from + stop.result.rows_written
+    if not kept:
+        return "interrupted before the first chunk was written; run the same command again to start the build"
+    return (f"interrupted: {stop.partial} keeps {kept:,} of {stop.result.nqueries:,} queries; run the same "
+            "command again to resume from there")
 
 
 @contextlib.contextmanager
@@ -63,8 +78,11 @@ def log_levels(levels):
             logger.setLevel(level)
 
 
-def describe_build(result):
-    """One line (str) saying what ``build_cache`` did."""
+def describe_build(result, *, requested=None):
+    """One line (str) saying what ``build_cache`` did (``requested``: the queries asked for)."""
+    if result.status == "up-to-date" and requested is not None and result.nqueries > requested:
+        return (f"{result.path} holds {result.nqueries:,} queries, more than the {requested:,} asked for: its first "
+                f"{requested:,} are those; nothing to do")
     if result.status == "up-to-date":
         return f"{result.path} is up to date ({result.nqueries:,} queries); nothing to do"
     rate = result.rows_written / result.seconds if result.seconds > 0 else 0.0

@@ -22,6 +22,7 @@ COMMANDS = {
     "train": ("train", "Train the projector (online, or --offline from a cache)."),
 }
 COMMAND_MODULES = {name: module for name, (module, _) in COMMANDS.items()}
+INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
 USAGE_EXIT = 2  # click's status for a usage error, kept: scripts tell it from a failed run (1)
 
 

@@ -5,14 +5,13 @@ import sys
 
 import click
 
-from motion_matching.cli.group import main, reports_errors, summary
+from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import HELD_OUT_QUERIES
 from motion_matching.projector.train import TrainingInterrupted, train_projector
 
 FILE = click.Path(dir_okay=False)
-INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
 
 
 def _config_option(field):

@@ -8,10 +8,10 @@ import logging
 import os
 import time
 
+from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.data import features as features_module
 from motion_matching.data import latent as latent_module
 from motion_matching.data.synthetic import locomotion as synthetic
-from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.errors import MismatchedFiles
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
 

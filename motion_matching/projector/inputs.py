@@ -62,7 +62,8 @@ def open_cache_reader(cache_path, config, inputs):
 
 
 def _check_cache(reader, cache_path, config, inputs):
-    command = rebuild_command(cache_path, inputs.features_path, nqueries=config.iterations * config.batch_size,
+    # a rebuild keeps the cache's own query count: a short run must not suggest shrinking a big cache
+    command = rebuild_command(cache_path, inputs.features_path, nqueries=max(int(reader.nqueries), config.batch_size),
                               seed=config.seed)
     nframes, nfeatures = inputs.X.shape
     if int(reader.nframes) != nframes or int(reader.nfeatures) != nfeatures:
@@ -70,7 +71,7 @@ def _check_cache(reader, cache_path, config, inputs):
                                      f"features, not {nframes} x {nfeatures}; run: {command}")
     if int(reader.seed) != config.seed:
         raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}; "
-                                          f"pass --seed {reader.seed} or run: {command}")
+                                          f"pass --seed {reader.seed} to train on it, or run: {command}")
     if int(reader.nqueries) < config.batch_size:
         raise StaleCache(cache_path, f"holds {reader.nqueries} queries, fewer than one batch of "
                                      f"{config.batch_size}; run: {command}")

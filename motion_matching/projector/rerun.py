@@ -7,6 +7,8 @@ import logging
 import os
 
 from motion_matching.errors import MismatchedFiles, MotionMatchingError
+from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.projector.inputs import restore_checkpoint
 
 LOG = logging.getLogger(__name__)
@@ -40,4 +42,28 @@ def continue_earlier_run(run, *, resume=None, force=False):
     if os.path.exists(run.network_path):
         raise MismatchedFiles(run.network_path, f"is another run's (no {os.path.basename(run.checkpoint_path)} "
                                                 f"beside it to continue from); {KEEP}")
+    return None
+
+
+def checkpoint_problem(path, config, hashes):
+    """Why the checkpoint at ``path`` cannot be continued by a run of ``config`` on inputs of SHA-256
+    ``hashes`` ({"features": ..., "latent": ...}): a str, or None when it can (or is absent)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        payload = load_checkpoint(path)
+        saved = TrainConfig.from_dict(payload["config"])
+        step, inputs = int(payload["step"]), payload["inputs"]
+    except MotionMatchingError as error:
+        return error.problem
+    except (KeyError, TypeError, ValueError) as error:
+        return f"checkpoint lacks or garbles {error}"
+    differences = numeric_differences(saved, config)
+    if differences:
+        return "it was trained with other " + ", ".join("--" + name.replace("_", "-") for name in differences)
+    changed = [name for name, digest in hashes.items() if inputs.get(name) != digest]
+    if changed:
+        return f"it was trained on another {' and '.join(name + '.bin' for name in changed)}"
+    if step > config.iterations:
+        return f"it holds {step:,} iterations, more than the {config.iterations:,} asked for"
     return None
