@@ -4,12 +4,14 @@ Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n
 ``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
 ``StaleCache`` with one line that names the problem and the command that rebuilds the cache.
 """
+import contextlib
 import os
 import shlex
 
 import h5py
 import numpy as np
 
+from motion_matching.cache.lock import lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import queries as query_stream
@@ -32,12 +34,13 @@ BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nque
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
 
-def rebuild_command(path, *, features_path, nqueries=None, seed=None):
-    """The ``mm-projector build-cache ... --force`` line (str) that rebuilds the cache at ``path``."""
+def rebuild_command(path, *, features_path, nqueries=None, seed=None, force=True):
+    """The ``mm-projector build-cache ... --force`` line (str) that rebuilds the cache at ``path``
+    (without ``force``: the line that builds, or resumes, it)."""
     nqueries = DEFAULT_NQUERIES if nqueries is None else nqueries
     seed = DEFAULT_SEED if seed is None else seed
     return (f"mm-projector build-cache --features {shlex.quote(os.fspath(features_path))} "
-            f"--out {shlex.quote(os.fspath(path))} --queries {nqueries} --seed {seed} --force")
+            f"--out {shlex.quote(os.fspath(path))} --queries {nqueries} --seed {seed}" + (" --force" if force else ""))
 
 
 class Refusal:
@@ -70,9 +73,9 @@ def open_hdf5(path, refusal, *, mode="r"):
     """Open ``path`` with h5py; a missing, non-HDF5 or damaged file raises the matching error."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        partial = os.path.exists(path + ".partial")
-        raise refusal.missing("an interrupted build left only " + os.path.basename(path) + ".partial (the same "
-                              "command resumes it)" if partial else "no cache file here")
+        if os.path.exists(path + ".partial"):
+            raise MissingFile(path, partial_problem(path, refusal))
+        raise refusal.missing("no cache file here")
     if not h5py.is_hdf5(path):
         raise refusal.corrupt("not an HDF5 file")
     try:
@@ -82,6 +85,22 @@ def open_hdf5(path, refusal, *, mode="r"):
         if "truncated" in reason:
             raise refusal.corrupt("truncated HDF5 file (it ends before the data its header announces)") from None
         raise refusal.corrupt(f"damaged HDF5 file that h5py cannot open ({reason})") from None
+
+
+def partial_problem(path, refusal):
+    """Why only ``<path>.partial`` exists (str): a build holds the lock now, or one was interrupted (then with
+    the command that resumes it: the partial file's own query count and seed, and no --force)."""
+    holder = lock_holder(path)
+    if holder is not None:
+        return (f"a build is in progress ({os.path.basename(path)}.lock is held by {holder}, writing "
+                f"{os.path.basename(path)}.partial); wait for it to finish")
+    nqueries, seed = refusal.nqueries, refusal.seed
+    with contextlib.suppress(OSError, KeyError, TypeError, ValueError):
+        with h5py.File(path + ".partial", "r") as handle:
+            nqueries, seed = int(handle.attrs["nqueries"]), int(handle.attrs["seed"])
+    command = rebuild_command(path, features_path=refusal.features_path, nqueries=nqueries, seed=seed, force=False)
+    return (f"an interrupted build left only {os.path.basename(path)}.partial; run the same command to resume it: "
+            f"{command}")
 
 
 def _scalar(handle, name, kind, refusal):

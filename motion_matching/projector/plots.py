@@ -23,7 +23,10 @@ def plot_frames(ranges, nframes):
     return int(starts[clip]), int(min(starts[clip] + 1000, stops[clip]))
 
 
-def _figure(columns, *, title_limits):
+SERIES_LABELS = ("nearest database frame (target)", "projector output", "noisy query (input)")
+
+
+def _figure(columns, *, title_limits, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -32,10 +35,14 @@ def _figure(columns, *, title_limits):
     axes = np.atleast_1d(axes)
     low, high = title_limits
     for index, axis in enumerate(axes):
-        for series in columns:
-            axis.plot(series[index][:500:4], marker=".", linestyle="None")
+        for series, label in zip(columns, SERIES_LABELS):
+            axis.plot(series[index][:500:4], marker=".", linestyle="None", label=label)
         axis.set_ylim(low, high)
-    figure.tight_layout()
+        axis.set_ylabel(f"column {index}")
+    axes[-1].set_xlabel("query (every 4th of the first 500 frames of one clip, noised)")
+    figure.suptitle(title)
+    figure.legend(*axes[0].get_legend_handles_labels(), loc="upper right", ncol=len(columns))
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.6 / figure.get_figheight()))
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     plt.close(figure)
@@ -55,8 +62,10 @@ def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed
     Xtil, Ztil = output[:, :X.shape[1]], output[:, X.shape[1]:]
     Xgnd, Zgnd = X[nearest], Z[nearest]
     pictures = {
-        "projector_X.png": _figure([Xgnd.T, Xtil.T, Xhat.T], title_limits=(Xhat.min(), Xhat.max())),
-        "projector_Z.png": _figure([Zgnd.T, Ztil.T], title_limits=(Zgnd.min(), Zgnd.max())),
+        "projector_X.png": _figure([Xgnd.T, Xtil.T, Xhat.T], title_limits=(Xhat.min(), Xhat.max()),
+                                   title="Projector during training: matching features"),
+        "projector_Z.png": _figure([Zgnd.T, Ztil.T], title_limits=(Zgnd.min(), Zgnd.max()),
+                                   title="Projector during training: latent"),
     }
     paths = []
     for name, data in pictures.items():
