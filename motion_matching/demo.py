@@ -12,13 +12,14 @@ import tempfile
 import typing
 
 from motion_matching.atomic import check_folder_name, output_folder
-from motion_matching.cache import build as cache_build
+from motion_matching.cache import build_cache
 from motion_matching.data import generate
 from motion_matching.errors import MismatchedFiles
 from motion_matching.fingerprint import file_sha256
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.rerun import checkpoint_problem
+from motion_matching.toolkit import recipe
 
 STEPS = ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
          "evaluate on held-out queries")
@@ -31,8 +32,8 @@ class DemoSettings:
 
     frames: int = 50_000
     iterations: int = 10_000
-    batch_size: int = 32
-    seed: int = 1234
+    batch_size: int = recipe.BATCH_SIZE
+    seed: int = recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
     threads: typing.Optional[int] = None  # None: searches use every core, training one thread (the toolkit's)
@@ -99,8 +100,8 @@ def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda s
     report(STEPS[0], files)
     announce(STEPS[1])
     cache_path = os.path.join(out_dir, "projector_cache.h5")
-    cache_build.build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
-                            seed=settings.seed, threads=settings.threads, progress=cache_progress, force=force)
+    build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
+                seed=settings.seed, threads=settings.threads, progress=cache_progress, force=force)
     report(STEPS[1], {"cache": cache_path})
     announce(STEPS[2])
     trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],

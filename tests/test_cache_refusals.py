@@ -10,7 +10,7 @@ from motion_matching.cache.lock import exclusive_lock, lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.toolkit import formats
 
-from cache_fixtures import CHUNK, NQUERIES, build, command, copy_of, make_reference
+from cache_fixtures import CHUNK, NQUERIES, build, command, copy_of, make_reference, rebuild_command
 from conftest import random_features
 
 DEFAULTS = {"nqueries": cache.DEFAULT_NQUERIES, "seed": cache.DEFAULT_SEED}
@@ -33,11 +33,13 @@ def edit(path, change):
 
 
 def refusal(error_type, path, features_path, problem, **rebuild):
-    """Assert ``open_cache`` and ``verify_cache`` both raise ``error_type`` with exactly this line."""
+    """Assert ``open_cache`` and ``verify_cache`` both raise ``error_type`` with these fields and this line."""
     expected = f"{path}: {problem}; {command(path, features_path, **rebuild)}"
     for check in (cache.open_cache, cache.verify_cache):
         with pytest.raises(error_type) as raised:
             check(path, features_path=features_path)
+        assert (raised.value.path, raised.value.problem) == (str(path), problem)
+        assert raised.value.command == rebuild_command(path, features_path, **rebuild)
         assert str(raised.value) == expected
     return expected
 
@@ -100,12 +102,12 @@ def test_missing_cache_and_interrupted_build_are_told_apart(good, tmp_path):
     path = tmp_path / "never.h5"
     refusal(MissingFile, path, features_path, "no cache file here", **DEFAULTS)
     build(features_path, path, stop_after=1)
-    resume = command(path, features_path).replace("run: ", "").replace(" --force", "")
+    resume = command(path, features_path).replace(" --force", "")  # its own count and seed, no --force
     for check in (cache.open_cache, cache.verify_cache, cache.cache_info):
         with pytest.raises(MissingFile) as raised:
             check(path, features_path=features_path)
-        assert str(raised.value) == (f"{path}: an interrupted build left only never.h5.partial; run the same "
-                                     f"command to resume it: {resume}")  # its own count and seed, no --force
+        assert str(raised.value) == (f"{path}: an interrupted build left only never.h5.partial; the same command "
+                                     f"resumes it; {resume}")
 
 
 def test_a_build_in_progress_is_said_so_naming_the_process(good, tmp_path):

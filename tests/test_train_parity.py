@@ -40,9 +40,8 @@ def test_preloaded_cache_gives_the_same_parameters(tmp_path, small_files):
 
 def test_cache_of_another_seed_is_refused_suggesting_its_seed_and_a_rebuild_of_its_size(tmp_path, small_files):
     cache_path = build_balltree_cache(tmp_path / "c.h5", small_files[0], nqueries=2_000, seed=99)
-    with pytest.raises(MismatchedFiles, match=r"holds the query stream of seed 99, not 1234; pass --seed 99 to train "
-                                              r"on it, or run: mm-projector build-cache .* --queries 2000 --seed 1234 "
-                                              r"--force$"):
+    with pytest.raises(MismatchedFiles, match=r"holds the query stream of seed 99, not 1234; pass --seed 99 or run: "
+                                              r"mm-projector build-cache .* --queries 2000 --seed 1234 --force$"):
         run(small_config(), small_files, tmp_path / "out", offline_cache=cache_path)  # a run of 1,280 queries
     assert not os.path.exists(tmp_path / "out")
 

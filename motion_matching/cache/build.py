@@ -15,6 +15,7 @@ import time
 import h5py
 import numpy as np
 
+from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     BUILD_KEYS,
     DEFAULT_CHUNK_ROWS,
@@ -31,7 +32,7 @@ from motion_matching.cache.format import (
 )
 from motion_matching.cache.grow import copy_prefix, same_stream
 from motion_matching.cache.lock import exclusive_lock
-from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache
 from motion_matching.neighbours import queries as query_stream
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.toolkit import formats
@@ -110,7 +111,7 @@ def _create(path, wanted):
 def _resume_problem(path, wanted, features):
     """``(problem, completed)``: why the partial file at ``path`` cannot be resumed (str, or None if it
     can) and how many rows it holds (int)."""
-    refusal = Refusal(path, features_path="features.bin")
+    refusal = Refusal(path)  # no rebuild command: the problem goes into a log line, not an error
     try:
         with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
@@ -129,8 +130,7 @@ def _resume_problem(path, wanted, features):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
     except (OSError, CorruptCache) as error:
-        reason = error.problem if isinstance(error, CorruptCache) else str(error)
-        return f"it cannot be read ({reason.split('; run:')[0]})", 0
+        return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
 def _open_partial(partial, wanted, features, *, grow_from=None):
@@ -198,23 +198,23 @@ def _existing_state(out, features_path, wanted, *, force):
                                                         refusal=refusal)
     except CorruptCache as error:
         if not force:
-            raise CorruptCache(out, f"{error.problem.split('; run:')[0]}; not replaced without --force; "
-                                    f"run: {refusal.command}") from None
-        LOG.warning("%s: replacing it: %s", out, error.problem.split("; run:")[0])
+            raise CorruptCache(out, f"{error.problem}; not replaced without --force", command=error.command) from None
+        LOG.warning("%s: replacing it: %s", out, error.problem)
         return "replace"
     handle.close()
+    option = None
     if problem is None and attributes["seed"] != wanted["seed"]:
-        problem = (f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not of seed "
-                   f"{wanted['seed']}; pass --seed {attributes['seed']} to use it, or --force to replace it")
+        problem = f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not of seed {wanted['seed']}"
+        option = f"--seed {attributes['seed']} to use it"
     if problem is None and attributes["nqueries"] >= wanted["nqueries"]:
         return "current"  # every backend finds the exact neighbours: the cache's prefix serves
     if problem is None and not same_stream(attributes, wanted):
-        problem = (f"holds {attributes['nqueries']:,} queries searched by the {attributes['backend']} backend; pass "
-                   f"--backend {attributes['backend']} to grow it to {wanted['nqueries']:,}, or --force to replace it")
+        problem = f"holds {attributes['nqueries']:,} queries searched by the {attributes['backend']} backend"
+        option = f"--backend {attributes['backend']} to grow it to {wanted['nqueries']:,}"
     if problem is None:
         return "smaller"
     if not force:
-        raise refusal.stale(problem if "--force" in problem else f"{problem}; not replaced without --force")
+        raise StaleCache(out, f"{problem}; not replaced without --force", command=refusal.command, option=option)
     LOG.warning("%s: replacing it: %s", out, problem)
     return "replace"
 
@@ -262,7 +262,7 @@ def _publish(partial, out):
     os.replace(partial, out)
 
 
-def build_cache(features_path="features.bin", *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
+def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
                 seed=DEFAULT_SEED, backend=DEFAULT_BACKEND, threads=None, device="cpu",
                 chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None):
     """Build (or resume, or confirm) the cache of ``nqueries`` queries of seed ``seed`` at ``out``.

@@ -2,25 +2,27 @@
 
 Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n) float32 and
 ``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
-``StaleCache`` with one line that names the problem and the command that rebuilds the cache.
+``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command that rebuilds the cache.
 """
 import contextlib
+import dataclasses
 import os
-import shlex
+import typing
 
 import h5py
 import numpy as np
 
+from motion_matching.cache.commands import build_cache_command
 from motion_matching.cache.lock import lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import queries as query_stream
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 FORMAT = "motion-matching-projector-cache"
 FORMAT_VERSION = 1
-DEFAULT_NQUERIES = 16_000_000
-DEFAULT_SEED = 1234
+DEFAULT_NQUERIES = recipe.QUERIES  # one query per sample of a full toolkit run (32 x 500,000)
+DEFAULT_SEED = recipe.SEED
 DEFAULT_CHUNK_ROWS = 65_536
 
 INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows", "completed",
@@ -34,39 +36,43 @@ BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nque
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
 
-def rebuild_command(path, *, features_path, nqueries=None, seed=None, force=True):
-    """The ``mm-projector build-cache ... --force`` line (str) that rebuilds the cache at ``path``
-    (without ``force``: the line that builds, or resumes, it)."""
-    nqueries = DEFAULT_NQUERIES if nqueries is None else nqueries
-    seed = DEFAULT_SEED if seed is None else seed
-    return (f"mm-projector build-cache --features {shlex.quote(os.fspath(features_path))} "
-            f"--out {shlex.quote(os.fspath(path))} --queries {nqueries} --seed {seed}" + (" --force" if force else ""))
-
-
+@dataclasses.dataclass
 class Refusal:
-    """Builds the errors about one cache file, each ending with the rebuild command."""
+    """What the errors about the cache at ``path`` carry besides their problem: the command that rebuilds it.
 
-    def __init__(self, path, *, features_path, nqueries=None, seed=None):
-        self.path, self.features_path = os.fspath(path), features_path
-        self.nqueries, self.seed = nqueries, seed
+    With ``features_path`` None the errors carry no command (the builder's own checks of a partial file,
+    which only need the problem). ``nqueries`` and ``seed`` None mean the defaults until ``read_attributes``
+    takes them from the file.
+    """
+
+    path: str
+    features_path: typing.Optional[str] = None
+    nqueries: typing.Optional[int] = None
+    seed: typing.Optional[int] = None
+
+    def __post_init__(self):
+        self.path = os.fspath(self.path)
 
     @property
     def command(self):
-        """The rebuild command (str)."""
-        return rebuild_command(self.path, features_path=self.features_path, nqueries=self.nqueries,
-                               seed=self.seed)
+        """The rebuild command (str), or None without ``features_path``."""
+        if self.features_path is None:
+            return None
+        return build_cache_command(self.path, features_path=self.features_path,
+                                   nqueries=DEFAULT_NQUERIES if self.nqueries is None else self.nqueries,
+                                   seed=DEFAULT_SEED if self.seed is None else self.seed)
 
     def corrupt(self, problem):
-        """A ``CorruptCache`` for ``problem``, ending with the rebuild command."""
-        return CorruptCache(self.path, f"{problem}; run: {self.command}")
+        """A ``CorruptCache`` for ``problem`` carrying the rebuild command."""
+        return CorruptCache(self.path, problem, command=self.command)
 
     def stale(self, problem):
-        """A ``StaleCache`` for ``problem``, ending with the rebuild command."""
-        return StaleCache(self.path, f"{problem}; run: {self.command}")
+        """A ``StaleCache`` for ``problem`` carrying the rebuild command."""
+        return StaleCache(self.path, problem, command=self.command)
 
     def missing(self, problem):
-        """A ``MissingFile`` for ``problem``, ending with the rebuild command."""
-        return MissingFile(self.path, f"{problem}; run: {self.command}")
+        """A ``MissingFile`` for ``problem`` carrying the rebuild command."""
+        return MissingFile(self.path, problem, command=self.command)
 
 
 def open_hdf5(path, refusal, *, mode="r"):
@@ -74,7 +80,7 @@ def open_hdf5(path, refusal, *, mode="r"):
     path = os.fspath(path)
     if not os.path.exists(path):
         if os.path.exists(path + ".partial"):
-            raise MissingFile(path, partial_problem(path, refusal))
+            raise partial_refusal(path, refusal)
         raise refusal.missing("no cache file here")
     if not h5py.is_hdf5(path):
         raise refusal.corrupt("not an HDF5 file")
@@ -87,20 +93,26 @@ def open_hdf5(path, refusal, *, mode="r"):
         raise refusal.corrupt(f"damaged HDF5 file that h5py cannot open ({reason})") from None
 
 
-def partial_problem(path, refusal):
-    """Why only ``<path>.partial`` exists (str): a build holds the lock now, or one was interrupted (then with
-    the command that resumes it: the partial file's own query count and seed, and no --force)."""
+def partial_refusal(path, refusal):
+    """The ``MissingFile`` for a cache of which only ``<path>.partial`` exists: a build holds the lock now,
+    or one was interrupted (then carrying the command that resumes it: the partial file's own query count
+    and seed, and no --force)."""
     holder = lock_holder(path)
+    name = os.path.basename(path)
     if holder is not None:
-        return (f"a build is in progress ({os.path.basename(path)}.lock is held by {holder}, writing "
-                f"{os.path.basename(path)}.partial); wait for it to finish")
+        return MissingFile(path, f"a build is in progress ({name}.lock is held by {holder}, writing "
+                                 f"{name}.partial); wait for it to finish")
     nqueries, seed = refusal.nqueries, refusal.seed
     with contextlib.suppress(OSError, KeyError, TypeError, ValueError):
         with h5py.File(path + ".partial", "r") as handle:
             nqueries, seed = int(handle.attrs["nqueries"]), int(handle.attrs["seed"])
-    command = rebuild_command(path, features_path=refusal.features_path, nqueries=nqueries, seed=seed, force=False)
-    return (f"an interrupted build left only {os.path.basename(path)}.partial; run the same command to resume it: "
-            f"{command}")
+    command = None
+    if refusal.features_path is not None:
+        command = build_cache_command(path, features_path=refusal.features_path, force=False,
+                                      nqueries=DEFAULT_NQUERIES if nqueries is None else nqueries,
+                                      seed=DEFAULT_SEED if seed is None else seed)
+    return MissingFile(path, f"an interrupted build left only {name}.partial; the same command resumes it",
+                       command=command)
 
 
 def _scalar(handle, name, kind, refusal):
@@ -203,7 +215,7 @@ def open_validated(path, *, features_path, require_fresh=True, refusal=None):
     """Open the complete cache at ``path`` and check it against ``features_path``; returns ``(handle,
     attributes, refusal, problem)``: problem is None when fresh, else why not (only if not ``require_fresh``).
     """
-    refusal = refusal or Refusal(path, features_path=features_path)
+    refusal = Refusal(path, features_path=features_path) if refusal is None else refusal
     handle = open_hdf5(path, refusal)
     try:
         attributes = read_attributes(handle, refusal)
