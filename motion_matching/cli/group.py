@@ -24,6 +24,9 @@ COMMANDS = {
 COMMAND_MODULES = {name: module for name, (module, _) in COMMANDS.items()}
 INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
 USAGE_EXIT = 2  # click's status for a usage error, kept: scripts tell it from a failed run (1)
+# every option can also come from the environment: MM_PROJECTOR_<COMMAND>_<OPTION>, e.g. MM_PROJECTOR_TRAIN_THREADS
+ENV_PREFIX = "MM_PROJECTOR"
+CONTEXT = {"help_option_names": ["-h", "--help"], "auto_envvar_prefix": ENV_PREFIX}
 
 
 def summary(name):
@@ -88,7 +91,7 @@ class LazyGroup(OneLineErrors, click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.version_option(package_name="motion-matching-projector")
 def main():
     """Train the Learned Motion Matching projector from the toolkit's files, fast and exactly."""
