@@ -36,7 +36,7 @@ class DemoSettings:
     seed: int = recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
-    threads: typing.Optional[int] = None  # None: searches use every core, training one thread (the toolkit's)
+    threads: typing.Optional[int] = None  # None: every core, for the searches and for training
 
     @property
     def cache_queries(self):
@@ -46,7 +46,7 @@ class DemoSettings:
     def train_config(self):
         """The ``TrainConfig`` of the demo's training step."""
         return TrainConfig(iterations=self.iterations, batch_size=self.batch_size, seed=self.seed,
-                           threads=self.threads or 1, checkpoint_every=self.iterations)
+                           threads=self.threads, checkpoint_every=self.iterations)
 
 
 def _differing(out_dir, made_dir):

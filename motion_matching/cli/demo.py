@@ -28,7 +28,7 @@ def _print_paths(paths):
               help="Training iterations (the toolkit runs 500,000).")
 @click.option("--batch-size", default=_DEFAULTS.batch_size, show_default=True, type=click.IntRange(min=1))
 @click.option("--threads", type=click.IntRange(min=1),
-              help="CPU threads for search and training [default: every core for search, one for training].")
+              help="CPU threads for search and training [default: every core].")
 @click.option("--force", is_flag=True, help="Replace the files of another demo found in --out.")
 @reports_errors
 def demo(out, frames, iterations, batch_size, threads, force):
