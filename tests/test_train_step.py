@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from motion_matching.errors import MismatchedFiles
+from motion_matching.neighbours.cells.common import available_cores
 from motion_matching.projector import step as step_module
 from motion_matching.projector.batches import _BatchBuffers
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector, projector_losses
-from motion_matching.projector.step import RollingLoss, TrainStep, available_cores, resolved_threads
+from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
 from motion_matching.projector.train import train_projector
 
 from conftest import random_features

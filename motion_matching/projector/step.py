@@ -12,25 +12,20 @@
   but not bit-identical parameters; each is deterministic, and online and offline runs agree bit for bit
   in either mode.
 """
-import os
-
 import torch
 
+from motion_matching.neighbours.cells.common import available_cores
 from motion_matching.projector.objective import LossTerms, projector_losses
+from motion_matching.toolkit import recipe
 
 ROLLING_KEEP, ROLLING_NEW = 0.99, 0.01  # the toolkit's rolling loss (written out: 1 - 0.99 != 0.01)
-
-
-def available_cores():
-    """CPU cores this process may run on (int)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def resolved_threads(config):
     """Torch threads of a run: ``config.threads``, else every core (fast step) or 1 (toolkit step)."""
     if config.threads is not None:
         return config.threads
-    return available_cores() if config.step == "fast" else 1
+    return available_cores() if config.step == "fast" else recipe.THREADS
 
 
 def make_optimizer(module, config):
