@@ -13,7 +13,9 @@ noise hits them alike):
 - ``adamw``: the fused AdamW update alone (it is memory-bound, not in the floor).
 
 Every step trains on a fresh batch from a pool of real query batches with their exact neighbours.
-Prints medians (ms per step) and the ratios toolkit / fast and fast / floor.
+Prints medians (ms per step) and the ratios toolkit / fast and fast / floor, by wall clock and by this
+process's CPU time (with one thread the steadier clock on a shared machine; with more it also counts
+the threads' waiting).
 
     python benchmarks/bench_step.py [--frames 50000] [--batches 32,256,1024] [--threads 1,2] [--repeats 5]
                                     [--device cpu] [--json FILE]
@@ -123,17 +125,17 @@ class AdamEntry:
 
 
 def time_entry(entry, steps, device):
-    """Milliseconds per call of ``entry`` over ``steps`` calls (after 3 warm-up calls)."""
+    """(wall, CPU) milliseconds per call of ``entry`` over ``steps`` calls (after 3 warm-up calls)."""
     for _ in range(3):
         entry()
     entry.finish()
     synchronise(device)
-    started = time.perf_counter()
+    started = time.perf_counter(), time.process_time()
     for _ in range(steps):
         entry()
     entry.finish()
     synchronise(device)
-    return (time.perf_counter() - started) / steps * 1000
+    return (time.perf_counter() - started[0]) / steps * 1000, (time.process_time() - started[1]) / steps * 1000
 
 
 def settings_of(batches, threads, device):
@@ -151,7 +153,7 @@ def measure(X, Z, pool, *, batches, threads, repeats, device):
                 "fast": StepEntry("fast", X, Z, pool, batch, device),
                 "floor": FloorEntry(batch, device), "adamw": AdamEntry(X, Z, device)}
         for name, entry in made.items():
-            probe = time_entry(entry, 5, device)
+            probe = time_entry(entry, 5, device)[0]
             steps[batch, count, name] = max(10, int(TARGET_SECONDS * 1000 / max(probe, 1e-3)))
             times[batch, count, name] = []
         entries[batch, count] = made
@@ -163,26 +165,30 @@ def measure(X, Z, pool, *, batches, threads, repeats, device):
                                                             device))
     rows = []
     for batch, count in settings:
-        median = {name: statistics.median(times[batch, count, name]) for name in ENTRIES}
-        floor_flops = entries[batch, count]["floor"].flops
-        rows.append({"batch": batch, "threads": count, "device": str(device), "repeats": repeats,
-                     **{f"{name}_ms": median[name] for name in ENTRIES},
-                     **{f"{name}_runs_ms": times[batch, count, name] for name in ENTRIES},
-                     "steps": {name: steps[batch, count, name] for name in ENTRIES},
-                     "toolkit_over_fast": median["toolkit"] / median["fast"],
-                     "fast_over_floor": median["fast"] / median["floor"],
-                     "toolkit_over_floor": median["toolkit"] / median["floor"],
-                     "floor_gflop_s": floor_flops / median["floor"] / 1e6})
+        row = {"batch": batch, "threads": count, "device": str(device), "repeats": repeats,
+               "steps": {name: steps[batch, count, name] for name in ENTRIES}}
+        for clock, index in (("wall", 0), ("cpu", 1)):
+            median = {name: statistics.median(run[index] for run in times[batch, count, name]) for name in ENTRIES}
+            row.update({f"{name}_ms_{clock}": median[name] for name in ENTRIES})
+            row.update({f"{name}_runs_ms_{clock}": [run[index] for run in times[batch, count, name]]
+                        for name in ENTRIES})
+            row[f"toolkit_over_fast_{clock}"] = median["toolkit"] / median["fast"]
+            row[f"fast_over_floor_{clock}"] = median["fast"] / median["floor"]
+            row[f"toolkit_over_floor_{clock}"] = median["toolkit"] / median["floor"]
+            row[f"floor_gflop_s_{clock}"] = entries[batch, count]["floor"].flops / median["floor"] / 1e6
+        rows.append(row)
     return rows
 
 
 def print_table(rows):
-    click.echo(f"{'batch':>5} {'threads':>7} {'toolkit ms':>10} {'fast ms':>8} {'floor ms':>8} {'adamw ms':>8} "
-               f"{'toolkit/fast':>12} {'fast/floor':>10} {'floor GFLOP/s':>13}")
+    click.echo(f"{'batch':>5} {'threads':>7} {'clock':>5} {'toolkit ms':>10} {'fast ms':>8} {'floor ms':>8} "
+               f"{'adamw ms':>8} {'toolkit/fast':>12} {'fast/floor':>10} {'floor GFLOP/s':>13}")
     for row in rows:
-        click.echo(f"{row['batch']:>5} {row['threads']:>7} {row['toolkit_ms']:>10.2f} {row['fast_ms']:>8.2f} "
-                   f"{row['floor_ms']:>8.2f} {row['adamw_ms']:>8.2f} {row['toolkit_over_fast']:>12.2f} "
-                   f"{row['fast_over_floor']:>10.2f} {row['floor_gflop_s']:>13.1f}")
+        for clock in ("wall", "cpu"):
+            ms = {name: row[f"{name}_ms_{clock}"] for name in ENTRIES}
+            click.echo(f"{row['batch']:>5} {row['threads']:>7} {clock:>5} {ms['toolkit']:>10.2f} {ms['fast']:>8.2f} "
+                       f"{ms['floor']:>8.2f} {ms['adamw']:>8.2f} {row['toolkit_over_fast_' + clock]:>12.2f} "
+                       f"{row['fast_over_floor_' + clock]:>10.2f} {row['floor_gflop_s_' + clock]:>13.1f}")
 
 
 def parse_list(text):
