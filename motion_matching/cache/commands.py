@@ -14,8 +14,9 @@ def command_line(*words):
     return " ".join(shlex.quote(os.fspath(word) if isinstance(word, os.PathLike) else str(word)) for word in words)
 
 
-def build_cache_command(out, *, features_path, nqueries, seed):
+def build_cache_command(out, *, features_path, nqueries, seed, force=True):
     """The ``mm-projector build-cache ... --force`` line (str) that writes, replacing what is there, the cache
-    of ``nqueries`` queries of seed ``seed`` for ``features_path`` at ``out``."""
+    of ``nqueries`` queries of seed ``seed`` for ``features_path`` at ``out`` (without ``force``: the line
+    that builds it, or resumes its interrupted build)."""
     return command_line("mm-projector", "build-cache", "--features", features_path, "--out", out,
-                        "--queries", nqueries, "--seed", seed, "--force")
+                        "--queries", nqueries, "--seed", seed, *(["--force"] if force else []))

@@ -55,8 +55,9 @@ def open_cache_reader(cache_path, config, inputs):
 def _check_cache(reader, cache_path, config, *, features_path):
     """Raise unless the open, fresh cache ``reader`` holds this run's query stream (``open_cache`` has already
     checked it against features.bin); the error carries the command that builds a cache fit for this run."""
+    # a rebuild keeps the cache's own query count: a short run must not suggest shrinking a big cache
     command = build_cache_command(cache_path, features_path=features_path,
-                                  nqueries=config.iterations * config.batch_size, seed=config.seed)
+                                  nqueries=max(int(reader.nqueries), config.batch_size), seed=config.seed)
     if int(reader.seed) != config.seed:
         raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}",
                               option=command_line("--seed", reader.seed), command=command)
