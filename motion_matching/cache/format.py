@@ -1,9 +1,12 @@
 """The projector cache's HDF5 layout (docs/cache.md): names, fingerprints and the checks every reader runs.
 
 Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n) float32 and
-``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
-``StaleCache`` with one line that names the problem and the command that rebuilds the cache.
+``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows, each chunk with a Fletcher-32 checksum
+(format version 2; version 1 files have none and still open, with a note). Every check raises
+``CorruptCache`` or ``StaleCache`` with one line that names the problem and the command that rebuilds
+the cache.
 """
+import logging
 import os
 import shlex
 
@@ -16,7 +19,10 @@ from motion_matching.neighbours import queries as query_stream
 from motion_matching.toolkit import formats
 
 FORMAT = "motion-matching-projector-cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Versions this package reads: 1 (no checksums: opened with a note) and 2 (Fletcher-32 per chunk)."""
+CHECKSUMMED_SINCE = 2
 DEFAULT_NQUERIES = 16_000_000
 DEFAULT_SEED = 1234
 DEFAULT_CHUNK_ROWS = 65_536
@@ -28,6 +34,8 @@ STR_ATTRIBUTES = ("format", "features_sha256", "query_recipe", "backend", "creat
 BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows",
               "query_recipe", "query_block", "backend")
 
+
+LOG = logging.getLogger(__name__)
 
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
@@ -110,9 +118,9 @@ def read_attributes(handle, refusal):
     if fmt != FORMAT:
         raise refusal.corrupt(f"not a projector cache (HDF5 attribute 'format' is {fmt!r}, expected {FORMAT!r})")
     version = _scalar(handle, "format_version", int, refusal)
-    if version != FORMAT_VERSION:
-        raise refusal.corrupt(f"format_version {version} is not supported (this package reads version "
-                              f"{FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise refusal.corrupt(f"format_version {version} is not supported (this package reads versions "
+                              f"{', '.join(map(str, READABLE_VERSIONS))})")
     attributes = {name: _scalar(handle, name, int, refusal) for name in INT_ATTRIBUTES}
     if refusal.nqueries is None:
         refusal.nqueries, refusal.seed = attributes["nqueries"], attributes["seed"]
@@ -141,6 +149,51 @@ def check_datasets(handle, attributes, refusal):
         if dataset.shape != shape or dataset.dtype != dtype:
             raise refusal.corrupt(f"dataset {name!r} is {dataset.shape} {dataset.dtype}, attributes say {shape} "
                                   f"{np.dtype(dtype)}")
+        if attributes["format_version"] >= CHECKSUMMED_SINCE and not dataset.fletcher32:
+            raise refusal.corrupt(f"dataset {name!r} has no Fletcher-32 checksums, which format_version "
+                                  f"{attributes['format_version']} requires")
+
+
+def has_checksums(attributes):
+    """True if the cache's chunks carry Fletcher-32 checksums (format version 2 and later)."""
+    return attributes["format_version"] >= CHECKSUMMED_SINCE
+
+
+def note_missing_checksums(attributes, refusal):
+    """Log a warning that a version-1 cache cannot reveal damage inside its rows (no-op for later versions)."""
+    if not has_checksums(attributes):
+        LOG.warning("%s: format version 1 cache: its rows have no checksums, so damage inside them cannot be "
+                    "detected; rebuild it to add them: %s", refusal.path, refusal.command)
+
+
+def read_rows(handle, name, first, last, out, refusal):
+    """Read rows ``first .. last-1`` of dataset ``name`` into ``out`` (an array of that many rows).
+
+    Raises ``CorruptCache`` naming the dataset and the rows of the first chunk that fails its checksum
+    or cannot be read.
+    """
+    dataset = handle[name]
+    try:
+        dataset.read_direct(out, np.s_[first:last])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise refusal.corrupt(_damaged_chunk(dataset, name, first, last, error)) from None
+
+
+def _damaged_chunk(dataset, name, first, last, error):
+    """Why rows ``first..last-1`` of ``dataset`` failed to read (str), naming the first bad chunk's rows."""
+    rows = dataset.chunks[0] if dataset.chunks else max(last - first, 1)
+    for start in range(first // rows * rows, last, rows):
+        stop = min(start + rows, dataset.shape[0])
+        try:
+            dataset[start:stop]
+        except (OSError, ValueError, KeyError, TypeError) as chunk_error:
+            error = chunk_error
+            first, last = start, stop
+            break
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if dataset.fletcher32 and "filter" in reason:
+        return f"{name} rows {first}..{last - 1} fail their Fletcher-32 checksum (the file is damaged)"
+    return f"{name} rows {first}..{last - 1} cannot be read ({reason})"
 
 
 def check_complete(attributes, refusal):

@@ -97,6 +97,9 @@ def describe_info(path, info):
              f"features_sha256: {info['features_sha256']}", f"query_recipe: {info['query_recipe']}",
              f"query_block: {info['query_block']}", f"noise_scale: {scale}", f"backend: {info['backend']}",
              f"created: {info['created']}",
+             "checksums: Fletcher-32 per chunk, every chunk verified" if info["checksums"] else
+             "checksums: none (format version 1: damage inside its rows cannot be detected; rebuild it with "
+             "build-cache --force to add them)",
              "versions: " + ", ".join(f"{name} {version}" for name, version in sorted(info["versions"].items()))]
     if info["fresh"] is None:
         lines.append("fresh: not checked (pass --features)")
@@ -119,6 +122,8 @@ def verify_cache_command(cache_path, features_path, sample, seed):
     Example: mm-projector verify-cache projector_cache.h5 --features features.bin --sample 5000
     """
     report = cache.verify_cache(cache_path, features_path=features_path, sample=sample, seed=seed)
-    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows finite and in range; {report.rows_regenerated:,} "
+    checked = "pass their checksums, are " if report.checksums else "(no checksums: format version 1) "
+    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows {checked}finite and in range; "
+               f"{report.rows_regenerated:,} "
                f"sampled queries regenerate bit-identically; {report.neighbours_checked:,} sampled neighbours "
                f"match a float64 brute force (worst relative excess {report.worst_excess:.2g})")
