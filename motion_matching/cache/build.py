@@ -15,6 +15,7 @@ import time
 import h5py
 import numpy as np
 
+from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     BUILD_KEYS,
     DEFAULT_CHUNK_ROWS,
@@ -101,7 +102,7 @@ def _create(path, wanted):
 def _resume_problem(path, wanted, features):
     """``(problem, completed)``: why the partial file at ``path`` cannot be resumed (str, or None if it
     can) and how many rows it holds (int)."""
-    refusal = Refusal(path, features_path="features.bin")
+    refusal = Refusal(path)  # no rebuild command: the problem goes into a log line, not an error
     try:
         with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
@@ -120,8 +121,7 @@ def _resume_problem(path, wanted, features):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
     except (OSError, CorruptCache) as error:
-        reason = error.problem if isinstance(error, CorruptCache) else str(error)
-        return f"it cannot be read ({reason.split('; run:')[0]})", 0
+        return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
 def _open_partial(partial, wanted, features):
@@ -180,9 +180,8 @@ def _existing_is_current(out, features_path, wanted, *, force):
                                                         refusal=refusal)
     except CorruptCache as error:
         if not force:
-            raise CorruptCache(out, f"{error.problem.split('; run:')[0]}; not replaced without --force; "
-                                    f"run: {refusal.command}") from None
-        LOG.warning("%s: replacing it: %s", out, error.problem.split("; run:")[0])
+            raise CorruptCache(out, f"{error.problem}; not replaced without --force", command=error.command) from None
+        LOG.warning("%s: replacing it: %s", out, error.problem)
         return False
     handle.close()
     if problem is None and (attributes["nqueries"], attributes["seed"]) != (wanted["nqueries"], wanted["seed"]):
@@ -231,7 +230,7 @@ def _publish(partial, out):
     os.replace(partial, out)
 
 
-def build_cache(features_path="features.bin", *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
+def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
                 seed=DEFAULT_SEED, backend=DEFAULT_BACKEND, threads=None, device="cpu",
                 chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None):
     """Build (or resume, or confirm) the cache of ``nqueries`` queries of seed ``seed`` at ``out``.

@@ -3,16 +3,18 @@
 Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n) float32 and
 ``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows, each chunk with a Fletcher-32 checksum
 (format version 2; version 1 files have none and still open, with a note). Every check raises
-``CorruptCache`` or ``StaleCache`` with one line that names the problem and the command that rebuilds
-the cache.
+``CorruptCache`` or ``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command
+that rebuilds the cache.
 """
+import dataclasses
 import logging
 import os
-import shlex
+import typing
 
 import h5py
 import numpy as np
 
+from motion_matching.cache.commands import build_cache_command
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import queries as query_stream
@@ -40,38 +42,43 @@ LOG = logging.getLogger(__name__)
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
 
-def rebuild_command(path, *, features_path, nqueries=None, seed=None):
-    """The ``mm-projector build-cache ... --force`` line (str) that rebuilds the cache at ``path``."""
-    nqueries = DEFAULT_NQUERIES if nqueries is None else nqueries
-    seed = DEFAULT_SEED if seed is None else seed
-    return (f"mm-projector build-cache --features {shlex.quote(os.fspath(features_path))} "
-            f"--out {shlex.quote(os.fspath(path))} --queries {nqueries} --seed {seed} --force")
-
-
+@dataclasses.dataclass
 class Refusal:
-    """Builds the errors about one cache file, each ending with the rebuild command."""
+    """What the errors about the cache at ``path`` carry besides their problem: the command that rebuilds it.
 
-    def __init__(self, path, *, features_path, nqueries=None, seed=None):
-        self.path, self.features_path = os.fspath(path), features_path
-        self.nqueries, self.seed = nqueries, seed
+    With ``features_path`` None the errors carry no command (the builder's own checks of a partial file,
+    which only need the problem). ``nqueries`` and ``seed`` None mean the defaults until ``read_attributes``
+    takes them from the file.
+    """
+
+    path: str
+    features_path: typing.Optional[str] = None
+    nqueries: typing.Optional[int] = None
+    seed: typing.Optional[int] = None
+
+    def __post_init__(self):
+        self.path = os.fspath(self.path)
 
     @property
     def command(self):
-        """The rebuild command (str)."""
-        return rebuild_command(self.path, features_path=self.features_path, nqueries=self.nqueries,
-                               seed=self.seed)
+        """The rebuild command (str), or None without ``features_path``."""
+        if self.features_path is None:
+            return None
+        return build_cache_command(self.path, features_path=self.features_path,
+                                   nqueries=DEFAULT_NQUERIES if self.nqueries is None else self.nqueries,
+                                   seed=DEFAULT_SEED if self.seed is None else self.seed)
 
     def corrupt(self, problem):
-        """A ``CorruptCache`` for ``problem``, ending with the rebuild command."""
-        return CorruptCache(self.path, f"{problem}; run: {self.command}")
+        """A ``CorruptCache`` for ``problem`` carrying the rebuild command."""
+        return CorruptCache(self.path, problem, command=self.command)
 
     def stale(self, problem):
-        """A ``StaleCache`` for ``problem``, ending with the rebuild command."""
-        return StaleCache(self.path, f"{problem}; run: {self.command}")
+        """A ``StaleCache`` for ``problem`` carrying the rebuild command."""
+        return StaleCache(self.path, problem, command=self.command)
 
     def missing(self, problem):
-        """A ``MissingFile`` for ``problem``, ending with the rebuild command."""
-        return MissingFile(self.path, f"{problem}; run: {self.command}")
+        """A ``MissingFile`` for ``problem`` carrying the rebuild command."""
+        return MissingFile(self.path, problem, command=self.command)
 
 
 def open_hdf5(path, refusal, *, mode="r"):
@@ -237,7 +244,7 @@ def open_validated(path, *, features_path, require_fresh=True, refusal=None):
     """Open the complete cache at ``path`` and check it against ``features_path``; returns ``(handle,
     attributes, refusal, problem)``: problem is None when fresh, else why not (only if not ``require_fresh``).
     """
-    refusal = refusal or Refusal(path, features_path=features_path)
+    refusal = Refusal(path, features_path=features_path) if refusal is None else refusal
     handle = open_hdf5(path, refusal)
     try:
         attributes = read_attributes(handle, refusal)

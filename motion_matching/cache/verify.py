@@ -3,6 +3,7 @@ import dataclasses
 
 import numpy as np
 
+from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     Refusal,
     check_complete,
@@ -46,7 +47,7 @@ def cache_info(path, *, features_path=None):
 
     Raises ``CorruptCache`` naming the rows of a chunk that fails its checksum.
     """
-    refusal = Refusal(path, features_path=features_path or "features.bin")
+    refusal = Refusal(path, features_path=features_path or DEFAULT_FEATURES)
     with open_hdf5(path, refusal) as handle:
         attributes = read_attributes(handle, refusal)
         check_datasets(handle, attributes, refusal)

@@ -8,7 +8,9 @@ import typing
 import numpy as np
 import torch
 
-from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingError, StaleCache
+from motion_matching.cache import open_cache
+from motion_matching.cache.commands import build_cache_command, command_line
+from motion_matching.errors import InvalidFile, MismatchedFiles, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
@@ -42,38 +44,25 @@ def load_inputs(features_path, latent_path, database_path=None):
     return Inputs(X, Z, ranges, hashes, str(features_path), str(latent_path))
 
 
-def rebuild_command(cache_path, features_path, *, nqueries, seed):
-    """The command that rebuilds a cache fit for this run, as one string."""
-    return (f"mm-projector build-cache --features {features_path} --out {cache_path} "
-            f"--queries {nqueries} --seed {seed} --force")
-
-
 @contextlib.contextmanager
 def open_cache_reader(cache_path, config, inputs):
     """``cache.open_cache`` for this run (a context manager); refuses a cache another run needs."""
-    try:
-        from motion_matching import cache
-    except ImportError:
-        raise MotionMatchingError(cache_path, "offline training needs motion_matching.cache, "
-                                              "which this installation lacks") from None
-    with cache.open_cache(cache_path, features_path=inputs.features_path) as reader:
-        _check_cache(reader, cache_path, config, inputs)
+    with open_cache(cache_path, features_path=inputs.features_path) as reader:
+        _check_cache(reader, cache_path, config, features_path=inputs.features_path)
         yield reader
 
 
-def _check_cache(reader, cache_path, config, inputs):
-    command = rebuild_command(cache_path, inputs.features_path, nqueries=config.iterations * config.batch_size,
-                              seed=config.seed)
-    nframes, nfeatures = inputs.X.shape
-    if int(reader.nframes) != nframes or int(reader.nfeatures) != nfeatures:
-        raise StaleCache(cache_path, f"holds neighbours among {reader.nframes} frames of {reader.nfeatures} "
-                                     f"features, not {nframes} x {nfeatures}; run: {command}")
+def _check_cache(reader, cache_path, config, *, features_path):
+    """Raise unless the open, fresh cache ``reader`` holds this run's query stream (``open_cache`` has already
+    checked it against features.bin); the error carries the command that builds a cache fit for this run."""
+    command = build_cache_command(cache_path, features_path=features_path,
+                                  nqueries=config.iterations * config.batch_size, seed=config.seed)
     if int(reader.seed) != config.seed:
-        raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}; "
-                                          f"pass --seed {reader.seed} or run: {command}")
+        raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}",
+                              option=command_line("--seed", reader.seed), command=command)
     if int(reader.nqueries) < config.batch_size:
-        raise StaleCache(cache_path, f"holds {reader.nqueries} queries, fewer than one batch of "
-                                     f"{config.batch_size}; run: {command}")
+        raise StaleCache(cache_path, f"holds {reader.nqueries} queries, fewer than one batch of {config.batch_size}",
+                         command=command)
 
 
 def restore_checkpoint(run, path):
