@@ -11,6 +11,7 @@ wall clock and this process's CPU time.
     python benchmarks/bench_checksums.py [--frames 50000] [--queries 1048576] [--steps-small 300]
                                          [--steps-large 200] [--repeats 5] [--json FILE]
 """
+import functools
 import json
 import logging
 import os
@@ -86,6 +87,11 @@ def train_rate(config, paths, cache_path, out_dir):
     return (config.iterations - WARMUP) / (last[0] - first[0]), (config.iterations - WARMUP) / (last[1] - first[1])
 
 
+def train_case(config, paths, out_dir, cache_path):
+    """``train_rate`` with the cache last, so a case is a function of the cache's path alone."""
+    return train_rate(config, paths, cache_path, out_dir)
+
+
 def measure(name, runs, files):
     """A row (dict): medians per file of ``runs`` [(wall, cpu) per file] and the ratios checksummed / plain."""
     row = {"case": name, "runs": runs}
@@ -118,8 +124,7 @@ def main(frames, nqueries, steps_small, steps_large, repeats, json_path):
                                               {"hidden": 32, "hidden_layers": 1})):
             config = TrainConfig(iterations=WARMUP + steps, batch_size=batch, threads=1, save_every=10 ** 9,
                                  checkpoint_every=10 ** 9, **network)
-            cases[label] = (lambda config: lambda path: train_rate(config, paths, path, os.path.join(folder, "out")))(
-                config)
+            cases[label] = functools.partial(train_case, config, paths, os.path.join(folder, "out"))
         rows = []
         for name, case in cases.items():
             runs = [{label: case(path) for label, path in files.items()} for _ in range(repeats)]

@@ -1,5 +1,6 @@
 """Fletcher-32 checksums: a damaged chunk is refused wherever rows are read, naming the cache and the rows."""
 import logging
+import pathlib
 
 import h5py
 import numpy as np
@@ -11,7 +12,8 @@ from motion_matching.cli import main
 from motion_matching.errors import CorruptCache
 
 from cache_fixtures import CHUNK, NQUERIES, command, copy_of, make_reference
-from test_cache_archive import ARCHIVE
+
+ARCHIVE = pathlib.Path(__file__).parent / "data" / "cache_v1"
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +75,8 @@ def test_training_from_a_damaged_cache_stops_with_one_line(good, monkeypatch):
     monkeypatch.chdir(features_path.parent)
     flip_byte(path, "queries", 0, 50)
     result = CliRunner().invoke(main, ["train", "--database", "", "--offline", str(path), "--iterations", "12",
-                                       "--seed", "7", "--hidden", "16", "--hidden-layers", "1", "--held-out", "0", "--quiet",
-                                       "--out", "out"])
+                                       "--seed", "7", "--hidden", "16", "--hidden-layers", "1", "--held-out", "0",
+                                       "--quiet", "--out", "out"])
     assert result.exit_code == 1
     assert result.output.startswith(f"Error: {path}: queries rows 0..{CHUNK - 1} fail their Fletcher-32 checksum")
     assert result.output.count("\n") == 1 and "Traceback" not in result.output

@@ -100,8 +100,9 @@ def test_verify_cache_passes_a_good_cache(good):
     features_path, out = good
     result = run("verify-cache", out, "--features", features_path, "--sample", 300, "--seed", 0)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"{out}: OK: 20,000 rows pass their checksums, are finite and in range; 300 sampled queries regenerate "
-                                    "bit-identically; 300 sampled neighbours match a float64 brute force")
+    assert result.stdout.startswith(f"{out}: OK: 20,000 rows pass their checksums, are finite and in range; "
+                                    "300 sampled queries regenerate bit-identically; 300 sampled neighbours match "
+                                    "a float64 brute force")
 
 
 def bump_version(path):

@@ -118,8 +118,9 @@ def _check_neighbours(rows, queries, nearest, features, refusal, *, batch=256):
 
 def verify_cache(path, *, features_path="features.bin", sample=1000, seed=None):
     """Re-check the cache at ``path``: every structural and freshness check of ``open_cache``, every row
-    (each chunk's checksum, finite queries, nearest frames in range), and for ``sample`` random rows (drawn with ``seed``) that the queries
-    regenerate bit-identically and the neighbour is exact against a float64 brute force.
+    (each chunk's checksum, finite queries, nearest frames in range), and for ``sample`` random rows (drawn
+    with ``seed``) that the queries regenerate bit-identically and the neighbour is exact against a float64
+    brute force.
 
     Returns a ``VerifyReport``; raises ``CorruptCache``, ``StaleCache`` or ``MissingFile`` naming the
     first problem.
