@@ -23,6 +23,7 @@ from motion_matching.cache.format import (
     DEFAULT_SEED,
     FORMAT,
     FORMAT_VERSION,
+    H5PY_ERRORS,
     Refusal,
     check_datasets,
     features_sha256,
@@ -37,6 +38,10 @@ from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
+HDF5_LIBVER = ("v108", "v108")
+"""HDF5 1.8 file format: checksummed superblock and object headers (the attributes live there), so
+damaged metadata is refused by HDF5 instead of being decoded; 1.10's format would also checksum the
+chunk index, but marks files open for writing in a way that a killed build could not resume."""
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),
                  "torch": ("torch",), "sklearn": ("scikit-learn",), "motion_matching": ("motion-matching-projector",)}
 
@@ -78,7 +83,7 @@ def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend):
 
 def _create(path, wanted):
     """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle."""
-    handle = h5py.File(path, "w")
+    handle = h5py.File(path, "w", libver=HDF5_LIBVER)
     rows = wanted["chunk_rows"]
     for name, shape, chunks, dtype in (("queries", (wanted["nqueries"], wanted["nfeatures"]),
                                         (rows, wanted["nfeatures"]), np.float32),
@@ -120,7 +125,7 @@ def _resume_problem(path, wanted, features):
                 if not np.array_equal(handle["queries"][first:completed], expected):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
-    except (OSError, CorruptCache) as error:
+    except (*H5PY_ERRORS, CorruptCache) as error:
         return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 

@@ -6,6 +6,7 @@ Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n
 ``CorruptCache`` or ``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command
 that rebuilds the cache.
 """
+import contextlib
 import dataclasses
 import logging
 import os
@@ -38,6 +39,9 @@ BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nque
 
 
 LOG = logging.getLogger(__name__)
+H5PY_ERRORS = (OSError, KeyError, RuntimeError, ValueError, TypeError)
+"""What h5py raises while decoding damaged metadata (besides crashes, which the checksummed HDF5 1.8
+format's object headers guard against)."""
 
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
@@ -92,11 +96,24 @@ def open_hdf5(path, refusal, *, mode="r"):
         raise refusal.corrupt("not an HDF5 file")
     try:
         return h5py.File(path, mode)
-    except OSError as error:
-        reason = str(error).splitlines()[0]
+    except H5PY_ERRORS as error:
+        reason = _first_line(error)
         if "truncated" in reason:
             raise refusal.corrupt("truncated HDF5 file (it ends before the data its header announces)") from None
         raise refusal.corrupt(f"damaged HDF5 file that h5py cannot open ({reason})") from None
+
+
+def _first_line(error):
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+@contextlib.contextmanager
+def damaged_metadata(refusal):
+    """Turn what h5py raises while decoding damaged metadata into one ``CorruptCache``."""
+    try:
+        yield
+    except H5PY_ERRORS as error:
+        raise refusal.corrupt(f"damaged HDF5 metadata ({_first_line(error)})") from None
 
 
 def _scalar(handle, name, kind, refusal):
@@ -120,7 +137,12 @@ def read_attributes(handle, refusal):
 
     ``refusal``'s nqueries and seed, unless already set, are taken from the file for later messages.
     """
-    fmt = handle.attrs.get("format")
+    with damaged_metadata(refusal):
+        return _read_attributes(handle, refusal)
+
+
+def _read_attributes(handle, refusal):
+    fmt = handle.attrs["format"] if "format" in handle.attrs else None
     fmt = fmt.decode("utf-8", "replace") if isinstance(fmt, bytes) else fmt
     if fmt != FORMAT:
         raise refusal.corrupt(f"not a projector cache (HDF5 attribute 'format' is {fmt!r}, expected {FORMAT!r})")
@@ -142,6 +164,11 @@ def read_attributes(handle, refusal):
 
 def check_datasets(handle, attributes, refusal):
     """Raise ``CorruptCache`` unless ``queries`` and ``nearest`` have the shapes and dtypes the attributes say."""
+    with damaged_metadata(refusal):
+        _check_datasets(handle, attributes, refusal)
+
+
+def _check_datasets(handle, attributes, refusal):
     nqueries, nfeatures = attributes["nqueries"], attributes["nfeatures"]
     if nqueries < 1 or nfeatures < 1 or attributes["nframes"] < 1 or attributes["chunk_rows"] < 1:
         raise refusal.corrupt("counts nqueries, nfeatures, nframes and chunk_rows must be positive")
@@ -179,10 +206,11 @@ def read_rows(handle, name, first, last, out, refusal):
     Raises ``CorruptCache`` naming the dataset and the rows of the first chunk that fails its checksum
     or cannot be read.
     """
-    dataset = handle[name]
+    with damaged_metadata(refusal):
+        dataset = handle[name]
     try:
         dataset.read_direct(out, np.s_[first:last])
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except H5PY_ERRORS as error:
         raise refusal.corrupt(_damaged_chunk(dataset, name, first, last, error)) from None
 
 
@@ -193,11 +221,11 @@ def _damaged_chunk(dataset, name, first, last, error):
         stop = min(start + rows, dataset.shape[0])
         try:
             dataset[start:stop]
-        except (OSError, ValueError, KeyError, TypeError) as chunk_error:
+        except H5PY_ERRORS as chunk_error:
             error = chunk_error
             first, last = start, stop
             break
-    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    reason = _first_line(error)
     if dataset.fletcher32 and "filter" in reason:
         return f"{name} rows {first}..{last - 1} fail their Fletcher-32 checksum (the file is damaged)"
     return f"{name} rows {first}..{last - 1} cannot be read ({reason})"

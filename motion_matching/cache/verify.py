@@ -9,6 +9,7 @@ from motion_matching.cache.format import (
     check_complete,
     check_datasets,
     check_rows,
+    damaged_metadata,
     features_sha256,
     freshness_problem,
     has_checksums,
@@ -52,7 +53,8 @@ def cache_info(path, *, features_path=None):
         attributes = read_attributes(handle, refusal)
         check_datasets(handle, attributes, refusal)
         check_complete(attributes, refusal)
-        chunks = handle["queries"].chunks
+        with damaged_metadata(refusal):
+            chunks = handle["queries"].chunks
         if has_checksums(attributes):
             _scan_rows(handle, attributes, refusal, check_values=False)
     info = dict(attributes, storage_chunk_rows=chunks[0] if chunks else None, fresh=None, freshness="",
