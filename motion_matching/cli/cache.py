@@ -6,7 +6,7 @@ import click
 import numpy as np
 
 from motion_matching import cache
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import SEED, main, reports_errors
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 
@@ -18,7 +18,7 @@ FILE = click.Path(dir_okay=False)
               help="The toolkit's features.bin.")
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
               help="Number of noisy queries (rows) to store.")
-@click.option("--seed", type=int, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
+@click.option("--seed", type=SEED, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
 @click.option("--out", type=FILE, default="projector_cache.h5", show_default=True, help="The cache to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
               help="Exact nearest-neighbour search backend.")
@@ -114,7 +114,7 @@ def describe_info(path, info):
               help="The features.bin the cache must have been built from.")
 @click.option("--sample", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Random rows to regenerate and re-search by float64 brute force.")
-@click.option("--seed", type=int, default=None, help="Seed of the sample (default: a fresh one).")
+@click.option("--seed", type=SEED, default=None, help="Seed of the sample (default: a fresh one).")
 @reports_errors
 def verify_cache_command(cache_path, features_path, sample, seed):
     """Re-check a cache: layout, freshness, and a random sample of rows against a float64 brute force.

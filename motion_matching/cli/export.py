@@ -1,7 +1,7 @@
 """Commands: export, evaluate."""
 import click
 
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import SEED, main, reports_errors
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.projector.evaluate import DEFAULT_QUERIES, EVALUATION_SEED, TRAINING_SEED, evaluate_files
 from motion_matching.projector.export import EXPORT_FORMATS, export_network
@@ -35,7 +35,7 @@ def export(source, out, format_, split):
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
 @click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")
-@click.option("--seed", default=EVALUATION_SEED, show_default=True, type=int,
+@click.option("--seed", default=EVALUATION_SEED, show_default=True, type=SEED,
               help=f"Seed of the held-out query stream (training uses {TRAINING_SEED}).")
 @click.option("--backend", default=DEFAULT_BACKEND, show_default=True, type=click.Choice(list(BACKENDS)),
               help="Exact nearest-neighbour search.")

@@ -14,6 +14,10 @@ COMMAND_MODULES = {"build-cache": "cache", "cache-info": "cache", "verify-cache"
                    "train": "train"}
 
 
+SEED = click.IntRange(min=0, max=2 ** 63 - 1)
+"""The type of every --seed option: numpy's generators take non-negative seeds, the cache stores int64."""
+
+
 class LazyGroup(click.Group):
     """A click group whose commands' modules are imported when a command is looked up."""
 

@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from motion_matching.errors import MotionMatchingError
+from motion_matching.errors import InvalidOption, MotionMatchingError
 from motion_matching.neighbours.cells import compiled as search_cells_compiled
 from motion_matching.neighbours.cells.fallback import CellSearch
 from motion_matching.neighbours.exact import CentredFrames, settle
@@ -153,12 +153,14 @@ def make_searcher(features, *, backend=DEFAULT_BACKEND, threads=None, device="cp
     Returns an object whose ``nearest(queries (m, n) float32, sources=None)`` gives (m,) int64 frame
     indices; ``sources`` (m,) int64, the frame each query was made from, only speeds up ``cells``.
     ``device="cuda"`` selects the torch brute force on the GPU (with the default or ``torch`` backend).
+    An unknown backend, or a device the backend does not run on, raises ``InvalidOption``.
     """
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise InvalidOption("--backend", f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if str(device) != "cpu":
         if backend not in (DEFAULT_BACKEND, "torch"):
-            raise ValueError(f"backend {backend!r} runs on the CPU only; use backend='torch' for {device}")
+            raise InvalidOption("--device", f"backend {backend!r} runs on the CPU only; pass --device cpu, or "
+                                            f"--backend torch for {device}")
         return TorchBruteSearch(features, threads=threads, device=device)
     if backend == "torch":
         return TorchBruteSearch(features, threads=threads, device=device)

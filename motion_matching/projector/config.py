@@ -6,6 +6,7 @@ batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning rate x0.99 eve
 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
 """
 import dataclasses
+import math
 
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
@@ -44,6 +45,14 @@ class TrainConfig:
                      "threads", "hidden", "hidden_layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if not 0 <= self.seed < 2 ** 63:
+            raise ValueError(f"seed must be between 0 and 2**63 - 1, not {self.seed}")
+        for name, low in (("lr", 0.0), ("lr_decay", 0.0), ("weight_decay", None), ("weight_features", None),
+                          ("weight_latent", None), ("weight_distance", None)):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0 or (low is not None and value <= low):
+                bound = "above 0" if low is not None else "0 or more"
+                raise ValueError(f"{name} must be a finite number {bound}, not {value}")
 
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""
