@@ -61,7 +61,12 @@ def staged_files(paths):
 
 
 def _reason(error):
-    return error.strerror or str(error)
+    if error.strerror:
+        return error.strerror
+    text = str(error) or type(error).__name__
+    if "requested and" in text:  # numpy's tofile reports a short write with byte counts only
+        return f"the write stopped short ({text} bytes): is the disk full or the file size limited?"
+    return text
 
 
 def _current_umask():

@@ -4,6 +4,7 @@ The partial file records the build's arguments and a ``completed`` row count aft
 killed build resumes from its last chunk; the file takes its final name only when every row is written.
 """
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
@@ -27,12 +28,13 @@ from motion_matching.cache.format import (
     Refusal,
     check_datasets,
     features_sha256,
+    hdf5_reason,
     open_hdf5,
     open_validated,
     read_attributes,
 )
 from motion_matching.cache.lock import exclusive_lock
-from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, WriteFailed
 from motion_matching.neighbours import queries as query_stream
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.toolkit import formats
@@ -82,8 +84,35 @@ def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend):
 
 
 def _create(path, wanted):
-    """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle."""
-    handle = h5py.File(path, "w", libver=HDF5_LIBVER)
+    """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle.
+
+    Early allocation gives the file its full size here, so a file-size limit or a full disk usually
+    stops the build now, before any search; the unusable file is then removed (``WriteFailed``).
+    """
+    try:
+        return _create_datasets(h5py.File(path, "w", libver=HDF5_LIBVER), wanted)
+    except H5PY_ERRORS as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        raise WriteFailed(path, f"cannot create it ({hdf5_reason(error)})") from None
+
+
+def _create_datasets(handle, wanted):
+    """Allocate both datasets of ``handle`` and set every attribute; returns the handle (closed on failure)."""
+    try:
+        return _fill_new_file(handle, wanted)
+    except BaseException:
+        _close_quietly(handle)
+        raise
+
+
+def _close_quietly(handle):
+    """Close an HDF5 file whose writes failed: its final flush fails too, and that second error says nothing new."""
+    with contextlib.suppress(*H5PY_ERRORS):
+        handle.close()
+
+
+def _fill_new_file(handle, wanted):
     rows = wanted["chunk_rows"]
     for name, shape, chunks, dtype in (("queries", (wanted["nqueries"], wanted["nfeatures"]),
                                         (rows, wanted["nfeatures"]), np.float32),
@@ -220,8 +249,10 @@ def _write_partial(partial, features, searcher, wanted, *, progress, stop_after)
         if progress is not None:
             progress(resumed, wanted["nqueries"])
         completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
-    finally:
-        handle.close()
+    except BaseException:
+        _close_quietly(handle)
+        raise
+    handle.close()
     return completed, resumed
 
 
@@ -266,9 +297,9 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
                                                 stop_after=stop_after)
             if completed == nqueries:
                 _publish(partial, out)
-        except OSError as error:  # a full disk, a vanished folder: keep what was written for a resume
-            raise MotionMatchingError(partial, f"cannot write it ({error}); fix that and run the same command "
-                                               "again to resume") from None
+        except H5PY_ERRORS as error:  # a full disk, a vanished folder: keep what was written for a resume
+            raise WriteFailed(partial, f"cannot write it ({hdf5_reason(error)}); fix that and run the same "
+                                       "command again to resume") from None
     status = "built" if completed == nqueries else "interrupted"
     return BuildResult(out, status, nqueries, resumed, completed - resumed, time.monotonic() - started)
 

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import typing
 
 import h5py
@@ -105,6 +106,13 @@ def open_hdf5(path, refusal, *, mode="r"):
 
 def _first_line(error):
     return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def hdf5_reason(error):
+    """The operating system's words (str) inside an h5py error about a failed write, else its first line."""
+    found = re.search(r"error message = '([^']*)'", str(error))
+    return found.group(1) if found else (error.strerror if isinstance(error, OSError) and error.strerror
+                                         else _first_line(error))
 
 
 @contextlib.contextmanager
