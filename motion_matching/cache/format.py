@@ -20,15 +20,15 @@ from motion_matching.cache.commands import build_cache_command
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import queries as query_stream
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 FORMAT = "motion-matching-projector-cache"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Versions this package reads: 1 (no checksums: opened with a note) and 2 (Fletcher-32 per chunk)."""
 CHECKSUMMED_SINCE = 2
-DEFAULT_NQUERIES = 16_000_000
-DEFAULT_SEED = 1234
+DEFAULT_NQUERIES = recipe.QUERIES  # one query per sample of a full toolkit run (32 x 500,000)
+DEFAULT_SEED = recipe.SEED
 DEFAULT_CHUNK_ROWS = 65_536
 
 INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows", "completed",

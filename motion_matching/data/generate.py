@@ -1,7 +1,7 @@
 """Make the toolkit's three data files (database.bin, features.bin, latent.bin) from one source.
 
 Sources: the synthetic locomotion generator, an existing database.bin (recompute features and
-latent after editing it), or BVH files (via ``bvh_import``, imported lazily). This is the library
+latent after editing it), or BVH files (via ``bvh.importer``, imported lazily). This is the library
 side of ``generate_database.py`` and ``mm-projector generate-database``.
 """
 import logging
@@ -9,17 +9,17 @@ import os
 import time
 
 from motion_matching.atomic import staged_files
-from motion_matching.data import features as features_module
-from motion_matching.data import latent as latent_module
-from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.data.features import DEFAULT_WEIGHTS, compute_features
+from motion_matching.data.latent import DEFAULT_NLATENT, compute_latent, load_matching_latent
+from motion_matching.data.synthetic import locomotion
 from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, WriteFailed
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
 
 LOG = logging.getLogger(__name__)
 
 
-def write_toolkit_files(out_dir, database, *, weights=features_module.DEFAULT_WEIGHTS, latent=None,
-                        nlatent=latent_module.DEFAULT_NLATENT, write_database=True, source="<database>"):
+def write_toolkit_files(out_dir, database, *, weights=DEFAULT_WEIGHTS, latent=None,
+                        nlatent=DEFAULT_NLATENT, write_database=True, source="<database>"):
     """Write database.bin (unless ``write_database`` is False), features.bin and latent.bin into ``out_dir``.
 
     Everything is computed before anything is written, and the files are written to temporary names
@@ -30,10 +30,10 @@ def write_toolkit_files(out_dir, database, *, weights=features_module.DEFAULT_WE
     if latent is not None and latent.shape[0] != database.nframes:
         raise MismatchedFiles("<latent>", f"has {latent.shape[0]} frames but {source} has {database.nframes}")
     started = time.perf_counter()
-    matching = features_module.compute_features(database, weights=weights, source=source)
+    matching = compute_features(database, weights=weights, source=source)
     LOG.info("features: %d frames in %.2f s", database.nframes, time.perf_counter() - started)
     if latent is None:
-        latent = latent_module.compute_latent(database, nlatent=nlatent)
+        latent = compute_latent(database, nlatent=nlatent)
     paths = {name: os.path.join(out_dir, f"{name}.bin") for name in ("database", "features", "latent")
              if write_database or name != "database"}
     make_folder(out_dir)
@@ -68,7 +68,7 @@ def check_extra_outputs(*, bvh_dir=None, plot_path=None):
 
 
 def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed=0,
-                         nframes=synthetic.DEFAULT_FRAMES):
+                         nframes=locomotion.DEFAULT_FRAMES):
     """The database to write: read from ``database_path``, imported from ``bvh_paths``, or synthetic.
 
     Returns (``formats.Database``, source name for errors). ``windows`` are (start, stop) frame
@@ -77,18 +77,18 @@ def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed
     if database_path is not None:
         return load_database(database_path), os.fspath(database_path)
     if bvh_paths:
-        from motion_matching.data.bvh import importer as bvh_import
-        database = bvh_import.database_from_bvh_files(list(bvh_paths), windows=windows)
+        from motion_matching.data.bvh.importer import database_from_bvh_files
+        database = database_from_bvh_files(list(bvh_paths), windows=windows)
         return database, os.fspath(bvh_paths[0])
     started = time.perf_counter()
-    database = synthetic.generate_synthetic_database(seed=seed, nframes=nframes)
+    database = locomotion.generate_synthetic_database(seed=seed, nframes=nframes)
     LOG.info("synthetic database: %d frames in %.2f s", database.nframes, time.perf_counter() - started)
     return database, "<synthetic database>"
 
 
 def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, seed=0,
-                   nframes=synthetic.DEFAULT_FRAMES, weights=features_module.DEFAULT_WEIGHTS,
-                   latent_path=None, nlatent=latent_module.DEFAULT_NLATENT, bvh_dir=None, plot_path=None):
+                   nframes=locomotion.DEFAULT_FRAMES, weights=DEFAULT_WEIGHTS,
+                   latent_path=None, nlatent=DEFAULT_NLATENT, bvh_dir=None, plot_path=None):
     """Make the toolkit's files in ``out_dir`` from the chosen source; returns a dict of written paths.
 
     Keys: "database" (not when ``database_path`` is given: that file is left as it is), "features",
@@ -98,12 +98,12 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     check_extra_outputs(bvh_dir=bvh_dir, plot_path=plot_path)
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)
-    latent = None if latent_path is None else latent_module.load_matching_latent(latent_path, database.nframes)
+    latent = None if latent_path is None else load_matching_latent(latent_path, database.nframes)
     paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
                                 write_database=database_path is None, source=source)
     if bvh_dir is not None:
-        from motion_matching.data.bvh import exporter as bvh_export
-        paths["bvh"] = bvh_export.write_database_bvh(database, bvh_dir)
+        from motion_matching.data.bvh.exporter import write_database_bvh
+        paths["bvh"] = write_database_bvh(database, bvh_dir)
     if plot_path is not None:
         from motion_matching.data import plots
         from motion_matching.toolkit.formats import load_features
