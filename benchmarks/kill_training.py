@@ -107,8 +107,8 @@ def main(frames, iterations, hidden, trials, seed, json_path):
         network = open(os.path.join(folder, "reference", "projector.bin"), "rb").read()
         for trial in range(trials):
             out = f"trial{trial}"
-            # past the process start, then 10-50% of the training: every resumed run gets further
-            delays = iter(lambda: startup + rng.uniform(0.1, 0.5) * max(full - startup, 1.0), None)
+            # past the process start, then 5-35% of the training: every resumed run gets further
+            delays = iter(lambda: startup + rng.uniform(0.05, 0.35) * max(full - startup, 1.0), None)
             counts = killed_run(folder, out, delays, iterations=iterations, hidden=hidden)
             got = load_checkpoint(os.path.join(folder, out, "projector_checkpoint.pt"))
             counts["identical_projector_bin"] = open(os.path.join(folder, out, "projector.bin"), "rb").read() == network
