@@ -1,10 +1,11 @@
 """Does training killed at random moments (SIGKILL, mid-write included) always resume to the same network?
 
-Trains a reference run without interruption, then runs ``mm-projector train`` in a subprocess and kills it
-with SIGKILL after a random delay, again and again, each time resuming from the last checkpoint, until one
-run completes. After every kill it loads projector.bin and the checkpoint (each must be a complete file)
-and counts the temporary files the kills left behind. Checks that the result's projector.bin is
-byte-identical to the reference's and that the checkpoints hold identical tensors. POSIX only.
+Trains a reference run without interruption, then runs ``mm-projector train`` in a subprocess and, once
+it has written a new checkpoint, kills it with SIGKILL at a random moment (up to a third of the training
+time later), again and again, each time resuming from the last checkpoint, until one run completes.
+After every kill it loads projector.bin and the checkpoint (each must be a complete file) and counts the
+temporary files the kills left behind. Checks that the result's projector.bin is byte-identical to the
+reference's and that the checkpoints hold identical tensors. POSIX only.
 
     python benchmarks/kill_training.py [--frames 2000] [--iterations 3000] [--hidden 64] [--trials 3]
                                        [--seed 0] [--json FILE]
@@ -52,25 +53,37 @@ def same_tensors(first, second):
     return first["step"] == second["step"] and a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def killed_run(folder, out, delays, *, iterations, hidden):
-    """Train, killing after each delay in turn and resuming, until a run finishes; returns a dict of counts."""
-    checkpoint = os.path.join(out, "projector_checkpoint.pt")
+def wait_for_new_checkpoint(child, checkpoint, seen):
+    """Poll until the child writes a checkpoint other than ``seen`` (mtime) or exits; returns True if it wrote one."""
+    while child.poll() is None:
+        if os.path.exists(checkpoint) and os.stat(checkpoint).st_mtime_ns != seen:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def killed_run(folder, out, rng, *, iterations, hidden, window):
+    """Train, and after each new checkpoint SIGKILL the run at a random moment within ``window`` seconds,
+    then resume it, until a run finishes; returns a dict of counts."""
+    checkpoint = os.path.join(folder, out, "projector_checkpoint.pt")
     kills = runs = 0
     while True:
         runs += 1
-        resume = checkpoint if os.path.exists(os.path.join(folder, checkpoint)) else None
+        seen = os.stat(checkpoint).st_mtime_ns if os.path.exists(checkpoint) else None
+        resume = checkpoint if seen is not None else None
         child = subprocess.Popen(train_arguments(out, iterations=iterations, hidden=hidden, resume=resume),
                                  cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            child.wait(timeout=next(delays))
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGKILL)
-            kills += 1
+        if wait_for_new_checkpoint(child, checkpoint, seen):
+            try:  # a random moment after the run made progress: mid-step, mid-write of either file
+                child.wait(timeout=rng.uniform(0.0, window))
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGKILL)
+                kills += 1
         stderr = child.communicate()[1].decode()
         if os.path.exists(os.path.join(folder, out, "projector.bin")):
             formats.load_network(os.path.join(folder, out, "projector.bin"))
-        if os.path.exists(os.path.join(folder, checkpoint)):
-            load_checkpoint(os.path.join(folder, checkpoint))
+        if os.path.exists(checkpoint):
+            load_checkpoint(checkpoint)
         if child.returncode == 0:
             leftovers = [name for name in os.listdir(os.path.join(folder, out)) if name.endswith(".partial")]
             return {"kills": kills, "runs": runs, "leftover_temporary_files": len(leftovers)}
@@ -107,9 +120,9 @@ def main(frames, iterations, hidden, trials, seed, json_path):
         network = open(os.path.join(folder, "reference", "projector.bin"), "rb").read()
         for trial in range(trials):
             out = f"trial{trial}"
-            # past the process start, then 5-35% of the training: every resumed run gets further
-            delays = iter(lambda: startup + rng.uniform(0.05, 0.35) * max(full - startup, 1.0), None)
-            counts = killed_run(folder, out, delays, iterations=iterations, hidden=hidden)
+            # kills land up to a third of the training time after each new checkpoint
+            counts = killed_run(folder, out, rng, iterations=iterations, hidden=hidden,
+                                window=max(full - startup, 1.0) / 3)
             got = load_checkpoint(os.path.join(folder, out, "projector_checkpoint.pt"))
             counts["identical_projector_bin"] = open(os.path.join(folder, out, "projector.bin"), "rb").read() == network
             counts["identical_checkpoint_tensors"] = same_tensors(got, expected)
