@@ -9,6 +9,7 @@ from motion_matching import cache
 from motion_matching.cli.group import main, reports_errors
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
+from motion_matching.neighbours.toolkit_stream import TOOLKIT_BATCH_SIZE, TOOLKIT_SAVE_EVERY
 
 FILE = click.Path(dir_okay=False)
 
@@ -28,8 +29,17 @@ FILE = click.Path(dir_okay=False)
               help="Rows per search call, HDF5 chunk and resume step.")
 @click.option("--force", is_flag=True, help="Replace a cache built from other features or arguments.")
 @click.option("--quiet", is_flag=True, help="No progress bar or notes, only errors and the final line.")
+@click.option("--exact-toolkit", is_flag=True,
+              help="Store the toolkit script's own query stream (for train --exact-toolkit --offline).")
+@click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
+              help="With --exact-toolkit: the database.bin whose range 2 sets the preview's draws.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=TOOLKIT_BATCH_SIZE, show_default=True,
+              help="With --exact-toolkit: the training batch size the stream is drawn for.")
+@click.option("--save-every", type=click.IntRange(min=1), default=TOOLKIT_SAVE_EVERY, show_default=True,
+              help="With --exact-toolkit: the training's projector.bin save interval (its preview draws).")
 @reports_errors
-def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet):
+def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet,
+                        **toolkit):
     """Build the exact-neighbour cache: noisy queries and their nearest frames, in HDF5.
 
     Resumes an interrupted build of the same arguments; does nothing if OUT is already up to date.
@@ -42,7 +52,7 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
         try:
             result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
                                        threads=threads, device=device, chunk_rows=chunk_rows, force=force,
-                                       progress=bar)
+                                       progress=bar, **toolkit)
         finally:
             if bar is not None:
                 bar.close()
@@ -96,6 +106,7 @@ def describe_info(path, info):
              f"frames: {info['nframes']:,} x {info['nfeatures']} features",
              f"features_sha256: {info['features_sha256']}", f"query_recipe: {info['query_recipe']}",
              f"query_block: {info['query_block']}", f"noise_scale: {scale}", f"backend: {info['backend']}",
+             f"stream: {describe_stream(info)}",
              f"created: {info['created']}",
              "versions: " + ", ".join(f"{name} {version}" for name, version in sorted(info["versions"].items()))]
     if info["fresh"] is None:
@@ -103,6 +114,14 @@ def describe_info(path, info):
     else:
         lines.append("fresh: yes" if info["fresh"] else f"fresh: no ({info['freshness']})")
     return lines
+
+
+def describe_stream(info):
+    """The cache's query stream in words (str)."""
+    if info.get("stream", "default") == "default":
+        return "default"
+    return (f"toolkit (batch {info['batch_size']}, save interval {info['save_every']}, "
+            f"preview {info['preview_rows']} rows)")
 
 
 @main.command("verify-cache")

@@ -10,7 +10,7 @@ import dataclasses
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device")
+                  "threads", "device", "exact_toolkit")
 
 
 def _field(default, help_text):
@@ -38,12 +38,17 @@ class TrainConfig:
     checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
     threads: int = _field(1, "Torch CPU threads (the toolkit uses 1)")
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
+    exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
+                                        "query stream, one thread, its AdamW; projector.bin only when it writes it")
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
                      "threads", "hidden", "hidden_layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.exact_toolkit and (self.threads != 1 or self.device != "cpu"):
+            raise ValueError("--exact-toolkit runs on one CPU thread, as the toolkit does: pass --threads 1 "
+                             "--device cpu")
 
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""

@@ -8,8 +8,9 @@ import typing
 import numpy as np
 import torch
 
-from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingError, StaleCache
+from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, MotionMatchingError, StaleCache
 from motion_matching.fingerprint import file_sha256
+from motion_matching.neighbours import toolkit_stream
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.toolkit import formats
@@ -24,6 +25,7 @@ class Inputs(typing.NamedTuple):
     hashes: dict
     features_path: str
     latent_path: str
+    database_path: typing.Optional[str] = None
 
 
 def load_inputs(features_path, latent_path, database_path=None):
@@ -39,13 +41,30 @@ def load_inputs(features_path, latent_path, database_path=None):
                                                  f"{X.shape[0]}")
         ranges = (database.range_starts, database.range_stops)
     hashes = {"features": file_sha256(features_path), "latent": file_sha256(latent_path)}
-    return Inputs(X, Z, ranges, hashes, str(features_path), str(latent_path))
+    return Inputs(X, Z, ranges, hashes, str(features_path), str(latent_path),
+                  None if database_path is None else str(database_path))
 
 
-def rebuild_command(cache_path, features_path, *, nqueries, seed):
-    """The command that rebuilds a cache fit for this run, as one string."""
+def toolkit_preview_rows(inputs):
+    """Rows (int) the toolkit's preview draws noise for, from database.bin's range 2; raises naming the file."""
+    if inputs.ranges is None:
+        raise MissingFile("database.bin", "--exact-toolkit needs the toolkit's database.bin (--database): its "
+                                          "preview draws noise for range 2 of it")
+    try:
+        return toolkit_stream.preview_rows(*inputs.ranges)
+    except toolkit_stream.PreviewClipMissing as error:
+        raise InvalidFile(inputs.database_path, str(error)) from None
+
+
+def rebuild_command(cache_path, features_path, *, nqueries, seed, toolkit=None):
+    """The command that rebuilds a cache fit for this run, as one string; ``toolkit`` (dict: batch_size,
+    save_every, database_path) adds the ``--exact-toolkit`` options."""
+    options = ""
+    if toolkit:
+        options = (f" --exact-toolkit --database {toolkit['database_path']} --batch-size {toolkit['batch_size']} "
+                   f"--save-every {toolkit['save_every']}")
     return (f"mm-projector build-cache --features {features_path} --out {cache_path} "
-            f"--queries {nqueries} --seed {seed} --force")
+            f"--queries {nqueries} --seed {seed}{options} --force")
 
 
 @contextlib.contextmanager
@@ -62,8 +81,12 @@ def open_cache_reader(cache_path, config, inputs):
 
 
 def _check_cache(reader, cache_path, config, inputs):
+    toolkit = None
+    if config.exact_toolkit:
+        toolkit = {"batch_size": config.batch_size, "save_every": config.save_every,
+                   "database_path": inputs.database_path}
     command = rebuild_command(cache_path, inputs.features_path, nqueries=config.iterations * config.batch_size,
-                              seed=config.seed)
+                              seed=config.seed, toolkit=toolkit)
     nframes, nfeatures = inputs.X.shape
     if int(reader.nframes) != nframes or int(reader.nfeatures) != nfeatures:
         raise StaleCache(cache_path, f"holds neighbours among {reader.nframes} frames of {reader.nfeatures} "
@@ -74,6 +97,30 @@ def _check_cache(reader, cache_path, config, inputs):
     if int(reader.nqueries) < config.batch_size:
         raise StaleCache(cache_path, f"holds {reader.nqueries} queries, fewer than one batch of "
                                      f"{config.batch_size}; run: {command}")
+    problem = _stream_mismatch(reader.attributes, config, inputs)
+    if problem:
+        raise MismatchedFiles(cache_path, f"{problem}{' or' if problem.endswith('--exact-toolkit') else ';'} "
+                                          f"run: {command}")
+
+
+def _stream_mismatch(attributes, config, inputs):
+    """Why the cache's query stream is not the one this run draws (str), or None."""
+    kind = attributes.get("stream", "default")
+    if not config.exact_toolkit:
+        if kind != "default":
+            return "holds the toolkit script's query stream (build-cache --exact-toolkit); pass --exact-toolkit"
+        return None
+    if kind != "toolkit":
+        return "holds the default query stream, not the toolkit script's that --exact-toolkit needs"
+    wanted = {"batch_size": config.batch_size, "save_every": config.save_every,
+              "preview_rows": toolkit_preview_rows(inputs)}
+    for name, value in wanted.items():
+        if attributes[name] != value:
+            return f"was drawn for the toolkit stream with {name} {attributes[name]}, this run has {value}"
+    if attributes["nqueries"] < config.iterations * config.batch_size:
+        return (f"holds {attributes['nqueries']} queries of the toolkit stream, this --exact-toolkit run needs "
+                f"{config.iterations * config.batch_size}")
+    return None
 
 
 def restore_checkpoint(run, path):
@@ -93,6 +140,7 @@ def restore_checkpoint(run, path):
         run.optimizer.load_state_dict(payload["optimizer"])
         run.scheduler.load_state_dict(payload["scheduler"])
         run.step, run.rolling = int(payload["step"]), payload["rolling_loss"]
+        run.stream_state = payload["rng"].get("toolkit_stream")
         torch.set_rng_state(payload["rng"]["torch"])
         if "cuda" in payload["rng"] and run.device.type == "cuda":
             torch.cuda.set_rng_state(payload["rng"]["cuda"], run.device)

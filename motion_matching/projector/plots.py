@@ -42,13 +42,19 @@ def _figure(columns, *, title_limits):
     return buffer.getvalue()
 
 
-def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0):
-    """Write ``projector_X.png`` and ``projector_Z.png`` into ``out_dir`` (atomically); returns both paths."""
+def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0, draws=None):
+    """Write ``projector_X.png`` and ``projector_Z.png`` into ``out_dir`` (atomically); returns both paths.
+
+    ``draws`` (nsigma (P, 1), noise (P, n), scale (n,) float32), the toolkit stream's preview, replace
+    the noise drawn from ``seed``.
+    """
     start, stop = plot_frames(ranges, X.shape[0])
-    rng = np.random.default_rng(seed)
-    nsigma = rng.random((stop - start, 1), dtype=np.float32)
-    noise = rng.standard_normal((stop - start, X.shape[1]), dtype=np.float32)
-    Xhat = X[start:stop] + noise_scale(X) * nsigma * noise
+    if draws is None:
+        rng = np.random.default_rng(seed)
+        draws = (rng.random((stop - start, 1), dtype=np.float32),
+                 rng.standard_normal((stop - start, X.shape[1]), dtype=np.float32), noise_scale(X))
+    nsigma, noise, scale = draws
+    Xhat = X[start:stop] + scale * nsigma * noise
     nearest = searcher.nearest(Xhat)
     with torch.no_grad():
         output = module(torch.from_numpy(Xhat).to(module.mean_in.device)).cpu().numpy()
