@@ -108,7 +108,7 @@ def _stream_mismatch(attributes, config, inputs):
     kind = attributes.get("stream", "default")
     if not config.exact_toolkit:
         if kind != "default":
-            return "holds the toolkit script's query stream (build-cache --exact-toolkit); pass --exact-toolkit"
+            return "holds the toolkit script's query stream (build-cache --exact-toolkit): pass --exact-toolkit"
         return None
     if kind != "toolkit":
         return "holds the default query stream, not the toolkit script's that --exact-toolkit needs"
