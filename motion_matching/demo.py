@@ -4,10 +4,11 @@ import importlib.util
 import os
 import typing
 
-from motion_matching.cache import build as cache_build
+from motion_matching.cache import build_cache
 from motion_matching.data import generate
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.config import TrainConfig
+from motion_matching.toolkit import recipe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,8 +17,8 @@ class DemoSettings:
 
     frames: int = 50_000
     iterations: int = 10_000
-    batch_size: int = 32
-    seed: int = 1234
+    batch_size: int = recipe.BATCH_SIZE
+    seed: int = recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
     threads: typing.Optional[int] = None  # None: searches use every core, training one thread (the toolkit's)
@@ -38,8 +39,8 @@ def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: Non
     files = generate.generate_files(out_dir, seed=settings.database_seed, nframes=settings.frames)
     report("generate synthetic database", files)
     cache_path = os.path.join(out_dir, "projector_cache.h5")
-    cache_build.build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
-                            seed=settings.seed, threads=settings.threads, progress=cache_progress)
+    build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
+                seed=settings.seed, threads=settings.threads, progress=cache_progress)
     report("build exact-neighbour cache", {"cache": cache_path})
     config = TrainConfig(iterations=settings.iterations, batch_size=settings.batch_size, seed=settings.seed,
                          threads=settings.threads or 1, checkpoint_every=settings.iterations)

@@ -2,12 +2,30 @@
 
 
 class MotionMatchingError(Exception):
-    """Base of every user-facing error; ``str(error)`` is ``"<path>: <problem>"``."""
+    """Base of every user-facing error, as data: ``path`` (str), ``problem`` (str, what is wrong), and
+    optionally ``command`` (str, a shell line that fixes it) and ``option`` (str, options that avoid it).
 
-    def __init__(self, path, problem):
-        self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+    ``str(error)`` is composed from them here only: ``"<path>: <problem>"``, then ``"; run: <command>"``,
+    ``"; pass <option>"`` or ``"; pass <option> or run: <command>"``.
+    """
+
+    def __init__(self, path, problem, *, command=None, option=None):
+        self.path, self.problem, self.command, self.option = str(path), problem, command, option
+        super().__init__(self.message)
+
+    @property
+    def message(self):
+        """The one line (str) a user sees."""
+        remedy = " or ".join(part for part in (self.option and f"pass {self.option}",
+                                                self.command and f"run: {self.command}") if part)
+        return f"{self.path}: {self.problem}" + (f"; {remedy}" if remedy else "")
+
+    def __reduce__(self):  # pickle by fields (the default would call __init__ with the message alone)
+        return _rebuild, (type(self), self.path, self.problem, self.command, self.option)
+
+
+def _rebuild(kind, path, problem, command, option):
+    return kind(path, problem, command=command, option=option)
 
 
 class MissingFile(MotionMatchingError):

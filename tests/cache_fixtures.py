@@ -51,7 +51,12 @@ def assert_same_contents(path, reference):
     assert np.array_equal(got[1], expected[1]) and np.array_equal(got[2], expected[2])
 
 
-def command(path, features_path, nqueries=NQUERIES, seed=SEED):
-    """The rebuild command that refusals about ``path`` end with."""
-    return (f"run: mm-projector build-cache --features {features_path} --out {path} --queries {nqueries} "
+def rebuild_command(path, features_path, nqueries=NQUERIES, seed=SEED):
+    """The ``command`` field of refusals about ``path`` (paths here need no quoting)."""
+    return (f"mm-projector build-cache --features {features_path} --out {path} --queries {nqueries} "
             f"--seed {seed} --force")
+
+
+def command(path, features_path, nqueries=NQUERIES, seed=SEED):
+    """The rebuild command that refusal messages about ``path`` end with."""
+    return "run: " + rebuild_command(path, features_path, nqueries, seed)

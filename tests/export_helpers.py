@@ -17,9 +17,9 @@ def random_projector(*, nfeatures=27, nlatent=32, hidden=512, seed=0):
     return module.eval()
 
 
-def write_checkpoint(path, module, *, step=0):
-    """Save ``module`` as a training checkpoint at ``path`` (model state dict plus minimal metadata)."""
-    save_checkpoint(path, model=module.state_dict(), optimizer={}, scheduler={}, step=step, config={},
+def write_checkpoint(path, module, *, step=0, config=None):
+    """Save ``module`` as a training checkpoint at ``path`` (model state dict, ``config`` dict, minimal metadata)."""
+    save_checkpoint(path, model=module.state_dict(), optimizer={}, scheduler={}, step=step, config=config or {},
                     rng={}, inputs={})
     return path
 

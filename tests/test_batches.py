@@ -1,6 +1,7 @@
 """The two batch sources: the online one follows the query stream, the offline one reads a cache in order."""
 import threading
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -83,15 +84,28 @@ def test_offline_seek_gives_the_batches_an_unbroken_run_gives(preload):
     assert np.array_equal(rows_of(source, 23), whole[37 * 48:])
 
 
-def test_offline_refuses_neighbours_outside_the_frames():
-    nearest = np.zeros(500, np.int64)
-    nearest[321] = 50
-    source = OfflineBatches(MemoryReader(500, chunk_rows=100, nearest=nearest), batch_size=32, path="c.h5",
-                            block_rows=200)
-    for _ in range(6):  # rows 0..191 come from the first, valid block
-        source.next()
-    with pytest.raises(CorruptCache, match=r"^c\.h5: rows 200\.\.399 hold neighbour indices outside 0\.\.49"):
-        source.next()
+@pytest.mark.parametrize("preload", [False, True])
+def test_offline_raises_the_readers_refusal_of_a_frame_outside_the_features(tmp_path, small_files, preload):
+    features_path, _ = small_files
+    path = tmp_path / "c.h5"
+    cache.build_cache(features_path, out=path, nqueries=600, seed=5, chunk_rows=100)
+    with h5py.File(path, "r+") as handle:
+        handle["nearest"][321] = 2000
+    with cache.open_cache(path, features_path=features_path) as reader:
+        if preload:
+            with pytest.raises(CorruptCache) as raised:
+                OfflineBatches(reader, batch_size=32, path=path, preload=True)
+        else:
+            source = OfflineBatches(reader, batch_size=32, path=path, block_rows=200)
+            for _ in range(6):  # rows 0..191 come from the first, valid block
+                source.next()
+            with pytest.raises(CorruptCache) as raised:  # rows 200..399 were read ahead in a thread
+                source.next()
+            source.close()
+    problem = "nearest row 321 is frame 2000, outside 0..1999"
+    command = f"mm-projector build-cache --features {features_path} --out {path} --queries 600 --seed 5 --force"
+    assert (raised.value.problem, raised.value.command) == (problem, command)
+    assert str(raised.value) == f"{path}: {problem}; run: {command}"
 
 
 def test_cache_neighbours_equal_the_balltree_ones_except_at_ties(tmp_path, small_files):

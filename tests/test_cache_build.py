@@ -90,7 +90,7 @@ def test_unreadable_partial_file_starts_over(reference, features_path, caplog):
     with open(f"{out}.partial", "wb") as stream:
         stream.write(b"garbage from a crashed disk")
     build(features_path, out)
-    assert f"{out}.partial: starting over: it cannot be read (not an HDF5 file)" in caplog.text
+    assert f"{out}.partial: starting over: it cannot be read (not an HDF5 file)\n" in caplog.text
     assert_same_contents(out, reference[1])
 
 

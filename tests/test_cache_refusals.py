@@ -7,7 +7,7 @@ from motion_matching import cache
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.toolkit import formats
 
-from cache_fixtures import CHUNK, NQUERIES, build, command, copy_of, make_reference
+from cache_fixtures import CHUNK, NQUERIES, build, command, copy_of, make_reference, rebuild_command
 from conftest import random_features
 
 DEFAULTS = {"nqueries": cache.DEFAULT_NQUERIES, "seed": cache.DEFAULT_SEED}
@@ -30,11 +30,13 @@ def edit(path, change):
 
 
 def refusal(error_type, path, features_path, problem, **rebuild):
-    """Assert ``open_cache`` and ``verify_cache`` both raise ``error_type`` with exactly this line."""
+    """Assert ``open_cache`` and ``verify_cache`` both raise ``error_type`` with these fields and this line."""
     expected = f"{path}: {problem}; {command(path, features_path, **rebuild)}"
     for check in (cache.open_cache, cache.verify_cache):
         with pytest.raises(error_type) as raised:
             check(path, features_path=features_path)
+        assert (raised.value.path, raised.value.problem) == (str(path), problem)
+        assert raised.value.command == rebuild_command(path, features_path, **rebuild)
         assert str(raised.value) == expected
     return expected
 

@@ -136,6 +136,18 @@ def test_bad_file_is_one_error_line_and_exit_1(good, command_name, name):
     assert result.output == f"Error: {out}: {problem}; {command(out, features_path, **rebuild)}\n"
 
 
+def test_refusal_line_quotes_paths_with_spaces_so_the_command_pastes_into_a_shell(reference, tmp_path):
+    folder = tmp_path / "my caches"
+    folder.mkdir()
+    features_path, out = copy_of(reference[0], folder, "features.bin"), folder / "cache.h5"
+    out.write_bytes(b"not a cache")
+    result = run(*build_arguments(features_path, out))
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {out}: not an HDF5 file; not replaced without --force; run: mm-projector "
+                             f"build-cache --features '{features_path}' --out '{out}' --queries {NQUERIES} "
+                             f"--seed {SEED} --force\n")
+
+
 def test_every_cache_command_has_help_with_an_example():
     for name in ("build-cache", "cache-info", "verify-cache"):
         result = run(name, "--help")

@@ -5,15 +5,17 @@ import numpy as np
 import pytest
 
 from motion_matching.errors import MismatchedFiles
-from motion_matching.neighbours.queries import generate_queries
+from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.export import export_network
 from motion_matching.projector.model import network_to_module
 from motion_matching.projector.objective import held_out_loss
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
-from export_helpers import random_projector
+from export_helpers import random_projector, write_checkpoint
 
 
 def pass_through_network(nfeatures=27, nlatent=32):
@@ -82,11 +84,39 @@ def test_losses_equal_trainings_held_out_loss():
     assert {name: report["losses"][name] for name in training} == pytest.approx(training, rel=1e-5)
 
 
+def test_losses_use_the_runs_weights_as_training_does():
+    features = random_features(500, seed=7)
+    latent = np.random.default_rng(7).normal(size=(500, 32)).astype(np.float32)
+    module = random_projector(hidden=32, seed=7)
+    config = TrainConfig(weight_features=2.0, weight_latent=0.5, weight_distance=4.0)
+    report, _ = evaluate.evaluate_projector(module, features, latent, nqueries=600, config=config)
+    training = held_out_loss(module, features, latent, nqueries=600, config=config, searcher=make_searcher(features))
+    assert {name: report["losses"][name] for name in training} == pytest.approx(training, rel=1e-5)
+    assert report["loss_weights"] == {"xval": 2.0, "zval": 0.5, "dist": 4.0}
+    losses = report["losses"]
+    assert losses["dist"] == pytest.approx(4.0 * losses["distance_l1"])
+
+
+def test_a_checkpoint_is_evaluated_with_the_loss_weights_it_was_trained_with(tmp_path):
+    features_path, latent_path = write_small_toolkit_files(tmp_path, nframes=300)
+    config = TrainConfig(weight_latent=2.0, seed=99)
+    checkpoint = write_checkpoint(tmp_path / "run.pt", random_projector(hidden=16, seed=3), config=config.to_dict())
+    report = evaluate.evaluate_files(checkpoint, features_path, latent_path, tmp_path / "eval", nqueries=300,
+                                     plots=False, config=TrainConfig(weight_latent=7.0))
+    assert report["loss_weights"] == {"xval": 1.0, "zval": 2.0, "dist": 0.3} and report["training_seed"] == 99
+    assert report["losses"]["zval"] == pytest.approx(2.0 * report["losses"]["latent_l1"])
+    network = tmp_path / "projector.bin"
+    export_network(checkpoint, network)  # a .bin holds no settings: the given config's weights count
+    report = evaluate.evaluate_files(network, features_path, latent_path, tmp_path / "eval", nqueries=300,
+                                     plots=False, config=TrainConfig(weight_latent=7.0))
+    assert report["loss_weights"]["zval"] == 7.0
+
+
 def test_default_queries_are_held_out_from_training():
     features = random_features(300)
-    held_out, _ = generate_queries(features, seed=evaluate.EVALUATION_SEED, start=0, stop=100)
-    trained, _ = generate_queries(features, seed=evaluate.TRAINING_SEED, start=0, stop=100)
-    assert evaluate.EVALUATION_SEED != evaluate.TRAINING_SEED
+    held_out, _ = generate_queries(features, seed=HELD_OUT_SEED, start=0, stop=100)
+    trained, _ = generate_queries(features, seed=recipe.SEED, start=0, stop=100)
+    assert HELD_OUT_SEED != recipe.SEED
     assert not np.isclose(held_out[:, None, :], trained[None], atol=1e-6).all(-1).any()
 
 
@@ -112,7 +142,7 @@ def test_projector_must_fit_the_data(tmp_path):
 
 def test_plots_have_one_panel_per_column(tmp_path):
     pytest.importorskip("matplotlib", reason="plots need the optional [plot] extra (matplotlib)")
-    from motion_matching.projector.evaluate_plots import plot_predictions
+    from motion_matching.projector.plots import plot_predictions
     rng = np.random.default_rng(0)
     arrays = {name: rng.normal(size=(300, width)).astype(np.float32)
               for name, width in (("Xhat", 3), ("Xgnd", 3), ("Xtil", 3), ("Zgnd", 5), ("Ztil", 5))}

@@ -134,7 +134,7 @@ def test_verify_regenerates_toolkit_rows_and_catches_a_changed_one(tmp_path, too
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(exact_toolkit=False), r"holds the toolkit script's query stream \(build-cache --exact-toolkit\): pass "
+    (dict(exact_toolkit=False), r"holds the toolkit script's query stream \(build-cache --exact-toolkit\); pass "
                                 r"--exact-toolkit or run: mm-projector build-cache .* --force$"),
     (dict(batch_size=16), r"was drawn for the toolkit stream with batch_size 32, this run has 16; run: .*"
                           r"--exact-toolkit --database \S+ --batch-size 16 --save-every 10 --force$"),

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from motion_matching.errors import MismatchedFiles, MotionMatchingError
-from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.checkpoint import CHECKPOINT_KEYS, load_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import held_out_loss, make_projector, normalisation, projector_losses
 from motion_matching.projector.train import train_projector
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 from conftest import random_features
 from train_helpers import small_config, write_database
@@ -30,6 +30,20 @@ def test_defaults_are_the_toolkit_constants():
     assert {key: getattr(TrainConfig(), key) for key in expected} == expected
     with pytest.raises(dataclasses.FrozenInstanceError):
         TrainConfig().lr = 1.0
+
+
+def test_recipe_declares_the_defaults_of_training_the_model_and_the_cache():
+    from motion_matching.cache import format as cache_format
+    from motion_matching.demo import DemoSettings
+    from motion_matching.neighbours.queries import HELD_OUT_SEED
+    from motion_matching.projector.model import projector_sizes
+    config = TrainConfig()
+    assert (config.seed, config.batch_size, config.iterations, config.hidden) == (
+        recipe.SEED, recipe.BATCH_SIZE, recipe.ITERATIONS, recipe.HIDDEN)
+    assert projector_sizes(27, 32) == [27] + [recipe.HIDDEN] * recipe.HIDDEN_LAYERS + [59]
+    assert cache_format.DEFAULT_SEED == recipe.SEED and DemoSettings().seed == recipe.SEED
+    assert cache_format.DEFAULT_NQUERIES == 32 * 500_000 == config.batch_size * config.iterations
+    assert HELD_OUT_SEED != recipe.SEED  # the held-out stream is one training never draws
 
 
 def test_normalisation_uses_column_means_and_one_global_std_without_epsilon():
@@ -71,6 +85,9 @@ def test_run_writes_a_runtime_network_and_a_checkpoint_with_its_config(tmp_path,
     assert np.all(network.std_in == random_features(2000).std())
     state = load_checkpoint(result.checkpoint_path)
     assert state["config"] == config.to_dict() and state["step"] == 30 and len(state["inputs"]["features"]) == 64
+    assert tuple(state) == CHECKPOINT_KEYS  # the layout documented in checkpoint.py, key for key
+    assert set(state["inputs"]) == {"features", "latent"} and set(state["rng"]) == {"torch"}
+    assert state["source"] == "online" and np.isfinite(state["rolling_loss"])
     assert set(result.held_out) == {"loss", "xval", "zval", "dist"} and np.isfinite(result.held_out["loss"])
 
 
@@ -98,9 +115,11 @@ def test_plots_are_written_like_the_toolkit(tmp_path, small_files):
     write_database(tmp_path / "database.bin", 400)
     run(small_config(iterations=2, hidden_layers=1), (tmp_path / "features.bin", tmp_path / "latent.bin"),
         tmp_path / "out", plots=True, database_path=tmp_path / "database.bin")
-    for name in ("projector_X.png", "projector_Z.png"):
+    for name, columns in (("projector_X.png", 3), ("projector_Z.png", 2)):
         with open(tmp_path / "out" / name, "rb") as stream:
-            assert stream.read(8) == b"\x89PNG\r\n\x1a\n"
+            png = stream.read()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int.from_bytes(png[20:24], "big") == round(1.2 * columns * 60)  # evaluate's panels: 1.2 in, 60 dpi
 
 
 def test_tensorboard_logs_are_written(tmp_path, small_files):

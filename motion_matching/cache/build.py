@@ -16,6 +16,7 @@ import h5py
 import numpy as np
 
 from motion_matching.cache import streams
+from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     BUILD_KEYS,
     DEFAULT_CHUNK_ROWS,
@@ -33,9 +34,8 @@ from motion_matching.cache.format import (
 from motion_matching.cache.lock import exclusive_lock
 from motion_matching.cache.rows import chunk_rows_for, rows_for
 from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
-from motion_matching.neighbours import toolkit_stream
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 LOG = logging.getLogger(__name__)
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),
@@ -110,7 +110,7 @@ def _create(path, wanted, features):
 def _resume_problem(path, wanted, features):
     """``(problem, completed)``: why the partial file at ``path`` cannot be resumed (str, or None if it
     can) and how many rows it holds (int)."""
-    refusal = Refusal(path, features_path="features.bin")
+    refusal = Refusal(path)  # no rebuild command: the problem goes into a log line, not an error
     try:
         with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
@@ -128,8 +128,7 @@ def _resume_problem(path, wanted, features):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
     except (OSError, CorruptCache) as error:
-        reason = error.problem if isinstance(error, CorruptCache) else str(error)
-        return f"it cannot be read ({reason.split('; run:')[0]})", 0
+        return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
 def _open_partial(partial, wanted, features):
@@ -191,9 +190,8 @@ def _existing_is_current(out, features_path, wanted, *, force, toolkit_command=N
                                                         refusal=refusal)
     except CorruptCache as error:
         if not force:
-            raise CorruptCache(out, f"{error.problem.split('; run:')[0]}; not replaced without --force; "
-                                    f"run: {refusal.command}") from None
-        LOG.warning("%s: replacing it: %s", out, error.problem.split("; run:")[0])
+            raise CorruptCache(out, f"{error.problem}; not replaced without --force", command=error.command) from None
+        LOG.warning("%s: replacing it: %s", out, error.problem)
         return False
     handle.close()
     if problem is None and (attributes["nqueries"], attributes["seed"]) != (wanted["nqueries"], wanted["seed"]):
@@ -244,11 +242,11 @@ def _publish(partial, out):
     os.replace(partial, out)
 
 
-def build_cache(features_path="features.bin", *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
+def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
                 seed=DEFAULT_SEED, backend=DEFAULT_BACKEND, threads=None, device="cpu",
                 chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None,
-                exact_toolkit=False, database_path="database.bin", batch_size=toolkit_stream.TOOLKIT_BATCH_SIZE,
-                save_every=toolkit_stream.TOOLKIT_SAVE_EVERY):
+                exact_toolkit=False, database_path="database.bin", batch_size=recipe.BATCH_SIZE,
+                save_every=recipe.SAVE_EVERY):
     """Build (or resume, or confirm) the cache of ``nqueries`` queries of seed ``seed`` at ``out``.
 
     ``exact_toolkit`` stores the toolkit script's own stream for ``batch_size`` and ``save_every``

@@ -2,23 +2,25 @@
 
 Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n) float32 and
 ``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
-``StaleCache`` with one line that names the problem and the command that rebuilds the cache.
+``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command that rebuilds the cache.
 """
+import dataclasses
 import os
-import shlex
+import typing
 
 import h5py
 import numpy as np
 
 from motion_matching.cache import streams
+from motion_matching.cache.commands import build_cache_command
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 FORMAT = "motion-matching-projector-cache"
 FORMAT_VERSION = 1
-DEFAULT_NQUERIES = 16_000_000
-DEFAULT_SEED = 1234
+DEFAULT_NQUERIES = recipe.QUERIES  # one query per sample of a full toolkit run (32 x 500,000)
+DEFAULT_SEED = recipe.SEED
 DEFAULT_CHUNK_ROWS = 65_536
 
 INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows", "completed",
@@ -32,40 +34,44 @@ BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nque
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
 
-def rebuild_command(path, *, features_path, nqueries=None, seed=None, toolkit=None):
-    """The ``mm-projector build-cache ... --force`` line (str) that rebuilds the cache at ``path``;
-    ``toolkit`` (dict: batch_size, save_every, database_path) adds the ``--exact-toolkit`` options."""
-    nqueries = DEFAULT_NQUERIES if nqueries is None else nqueries
-    seed = DEFAULT_SEED if seed is None else seed
-    return (f"mm-projector build-cache --features {shlex.quote(os.fspath(features_path))} "
-            f"--out {shlex.quote(os.fspath(path))} --queries {nqueries} --seed {seed}"
-            f"{streams.rebuild_options(toolkit)} --force")
-
-
+@dataclasses.dataclass
 class Refusal:
-    """Builds the errors about one cache file, each ending with the rebuild command."""
+    """What the errors about the cache at ``path`` carry besides their problem: the command that rebuilds it.
 
-    def __init__(self, path, *, features_path, nqueries=None, seed=None, toolkit=None):
-        self.path, self.features_path = os.fspath(path), features_path
-        self.nqueries, self.seed, self.toolkit = nqueries, seed, toolkit
+    With ``features_path`` None the errors carry no command (the builder's own checks of a partial file,
+    which only need the problem). ``nqueries`` and ``seed`` None mean the defaults until ``read_attributes``
+    takes them from the file.
+    """
+
+    path: str
+    features_path: typing.Optional[str] = None
+    nqueries: typing.Optional[int] = None
+    seed: typing.Optional[int] = None
+    toolkit: typing.Optional[dict] = None  # --exact-toolkit settings (batch_size, save_every, database_path)
+
+    def __post_init__(self):
+        self.path = os.fspath(self.path)
 
     @property
     def command(self):
-        """The rebuild command (str)."""
-        return rebuild_command(self.path, features_path=self.features_path, nqueries=self.nqueries,
-                               seed=self.seed, toolkit=self.toolkit)
+        """The rebuild command (str), or None without ``features_path``."""
+        if self.features_path is None:
+            return None
+        return build_cache_command(self.path, features_path=self.features_path,
+                                   nqueries=DEFAULT_NQUERIES if self.nqueries is None else self.nqueries,
+                                   seed=DEFAULT_SEED if self.seed is None else self.seed, toolkit=self.toolkit)
 
     def corrupt(self, problem):
-        """A ``CorruptCache`` for ``problem``, ending with the rebuild command."""
-        return CorruptCache(self.path, f"{problem}; run: {self.command}")
+        """A ``CorruptCache`` for ``problem`` carrying the rebuild command."""
+        return CorruptCache(self.path, problem, command=self.command)
 
     def stale(self, problem):
-        """A ``StaleCache`` for ``problem``, ending with the rebuild command."""
-        return StaleCache(self.path, f"{problem}; run: {self.command}")
+        """A ``StaleCache`` for ``problem`` carrying the rebuild command."""
+        return StaleCache(self.path, problem, command=self.command)
 
     def missing(self, problem):
-        """A ``MissingFile`` for ``problem``, ending with the rebuild command."""
-        return MissingFile(self.path, f"{problem}; run: {self.command}")
+        """A ``MissingFile`` for ``problem`` carrying the rebuild command."""
+        return MissingFile(self.path, problem, command=self.command)
 
 
 def open_hdf5(path, refusal, *, mode="r"):
@@ -209,7 +215,7 @@ def open_validated(path, *, features_path, require_fresh=True, refusal=None):
     """Open the complete cache at ``path`` and check it against ``features_path``; returns ``(handle,
     attributes, refusal, problem)``: problem is None when fresh, else why not (only if not ``require_fresh``).
     """
-    refusal = refusal or Refusal(path, features_path=features_path)
+    refusal = Refusal(path, features_path=features_path) if refusal is None else refusal
     handle = open_hdf5(path, refusal)
     try:
         attributes = read_attributes(handle, refusal)

@@ -6,8 +6,6 @@ caches (``build-cache --exact-toolkit``) hold ``neighbours.toolkit_stream``: the
 the generator state at the start of every chunk (group ``toolkit_stream``) so a build can resume and
 a chunk can be regenerated.
 """
-import shlex
-
 import numpy as np
 
 from motion_matching.errors import InvalidFile, MotionMatchingError
@@ -48,16 +46,6 @@ def noise_scale(attributes, features):
     if attributes["stream"] == DEFAULT:
         return query_stream.noise_scale(features)
     return toolkit_stream.toolkit_noise_scale(features)
-
-
-def rebuild_options(toolkit):
-    """The build-cache options (str, maybe empty) that select the toolkit stream described by ``toolkit``
-    (dict with batch_size, save_every and optionally database_path), or "" for the default stream."""
-    if not toolkit:
-        return ""
-    database = shlex.quote(str(toolkit.get("database_path") or "database.bin"))
-    return (f" --exact-toolkit --database {database} --batch-size {toolkit['batch_size']} "
-            f"--save-every {toolkit['save_every']}")
 
 
 def toolkit_settings(attributes):

@@ -3,6 +3,7 @@ import dataclasses
 
 import numpy as np
 
+from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     Refusal,
     check_complete,
@@ -38,7 +39,7 @@ class VerifyReport:
 def cache_info(path, *, features_path=None):
     """Metadata of the complete cache at ``path``: a dict of its root attributes plus ``fresh`` (True, False,
     or None when ``features_path`` is None) and ``freshness`` (str, why it is stale, or "")."""
-    refusal = Refusal(path, features_path=features_path or "features.bin")
+    refusal = Refusal(path, features_path=features_path or DEFAULT_FEATURES)
     with open_hdf5(path, refusal) as handle:
         attributes = read_attributes(handle, refusal)
         check_datasets(handle, attributes, refusal)

@@ -9,7 +9,7 @@ from motion_matching import cache
 from motion_matching.cli.group import main, reports_errors
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
-from motion_matching.neighbours.toolkit_stream import TOOLKIT_BATCH_SIZE, TOOLKIT_SAVE_EVERY
+from motion_matching.toolkit import recipe
 
 FILE = click.Path(dir_okay=False)
 
@@ -33,9 +33,9 @@ FILE = click.Path(dir_okay=False)
               help="Store the toolkit script's own query stream (for train --exact-toolkit --offline).")
 @click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
               help="With --exact-toolkit: the database.bin whose range 2 sets the preview's draws.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=TOOLKIT_BATCH_SIZE, show_default=True,
+@click.option("--batch-size", type=click.IntRange(min=1), default=recipe.BATCH_SIZE, show_default=True,
               help="With --exact-toolkit: the training batch size the stream is drawn for.")
-@click.option("--save-every", type=click.IntRange(min=1), default=TOOLKIT_SAVE_EVERY, show_default=True,
+@click.option("--save-every", type=click.IntRange(min=1), default=recipe.SAVE_EVERY, show_default=True,
               help="With --exact-toolkit: the training's projector.bin save interval (its preview draws).")
 @reports_errors
 def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet,

@@ -3,7 +3,7 @@ import click
 
 from motion_matching.cli.group import main, reports_errors
 from motion_matching.data import features, generate, latent
-from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.data.synthetic import locomotion
 
 _FILE = click.Path(exists=True, dir_okay=False)
 
@@ -30,8 +30,8 @@ def _frame_count(frames, seconds):
     if frames is not None and seconds is not None:
         raise click.UsageError("give --frames or --seconds, not both")
     if seconds is not None:
-        return int(round(seconds * synthetic.FPS))
-    return synthetic.DEFAULT_FRAMES if frames is None else frames
+        return int(round(seconds * locomotion.FPS))
+    return locomotion.DEFAULT_FRAMES if frames is None else frames
 
 
 def _check_sources(database, bvh, windows):
@@ -44,9 +44,9 @@ def _check_sources(database, bvh, windows):
 @main.command("generate-database")
 @click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), help="Folder for the files.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the synthetic database.")
-@click.option("--frames", type=click.IntRange(min=synthetic.MIN_FRAMES),
-              help=f"Synthetic frames, mirrors included [default: {synthetic.DEFAULT_FRAMES}].")
-@click.option("--seconds", type=click.FloatRange(min=synthetic.MIN_FRAMES / synthetic.FPS),
+@click.option("--frames", type=click.IntRange(min=locomotion.MIN_FRAMES),
+              help=f"Synthetic frames, mirrors included [default: {locomotion.DEFAULT_FRAMES}].")
+@click.option("--seconds", type=click.FloatRange(min=locomotion.MIN_FRAMES / locomotion.FPS),
               help="Synthetic length in seconds at 60 fps (instead of --frames).")
 @click.option("--database", type=_FILE, help="Existing database.bin: write only its features.bin and latent.bin.")
 @click.option("--bvh", multiple=True, type=_FILE, help="BVH file to import (repeat for several clips).")

@@ -2,9 +2,11 @@
 import click
 
 from motion_matching.cli.group import main, reports_errors
+from motion_matching.neighbours.queries import HELD_OUT_SEED
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
-from motion_matching.projector.evaluate import DEFAULT_QUERIES, EVALUATION_SEED, TRAINING_SEED, evaluate_files
+from motion_matching.projector.evaluate import DEFAULT_QUERIES, evaluate_files
 from motion_matching.projector.export import EXPORT_FORMATS, export_network
+from motion_matching.toolkit import recipe
 
 _FILE = click.Path(exists=True, dir_okay=False)
 
@@ -35,8 +37,8 @@ def export(source, out, format_, split):
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
 @click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")
-@click.option("--seed", default=EVALUATION_SEED, show_default=True, type=int,
-              help=f"Seed of the held-out query stream (training uses {TRAINING_SEED}).")
+@click.option("--seed", default=HELD_OUT_SEED, show_default=True, type=int,
+              help=f"Seed of the held-out query stream (training uses {recipe.SEED}).")
 @click.option("--backend", default=DEFAULT_BACKEND, show_default=True, type=click.Choice(list(BACKENDS)),
               help="Exact nearest-neighbour search.")
 @click.option("--threads", type=click.IntRange(min=1), help="Threads for the search.")

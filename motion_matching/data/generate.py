@@ -1,24 +1,24 @@
 """Make the toolkit's three data files (database.bin, features.bin, latent.bin) from one source.
 
 Sources: the synthetic locomotion generator, an existing database.bin (recompute features and
-latent after editing it), or BVH files (via ``bvh_import``, imported lazily). This is the library
+latent after editing it), or BVH files (via ``bvh.importer``, imported lazily). This is the library
 side of ``generate_database.py`` and ``mm-projector generate-database``.
 """
 import logging
 import os
 import time
 
-from motion_matching.data import features as features_module
-from motion_matching.data import latent as latent_module
-from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.data.features import DEFAULT_WEIGHTS, compute_features
+from motion_matching.data.latent import DEFAULT_NLATENT, compute_latent, load_matching_latent
+from motion_matching.data.synthetic import locomotion
 from motion_matching.errors import MismatchedFiles
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
 
 LOG = logging.getLogger(__name__)
 
 
-def write_toolkit_files(out_dir, database, *, weights=features_module.DEFAULT_WEIGHTS, latent=None,
-                        nlatent=latent_module.DEFAULT_NLATENT, write_database=True, source="<database>"):
+def write_toolkit_files(out_dir, database, *, weights=DEFAULT_WEIGHTS, latent=None,
+                        nlatent=DEFAULT_NLATENT, write_database=True, source="<database>"):
     """Write database.bin (unless ``write_database`` is False), features.bin and latent.bin into ``out_dir``.
 
     ``latent`` (F, L) float32 replaces the stand-in latent when given. ``source`` names the
@@ -32,19 +32,19 @@ def write_toolkit_files(out_dir, database, *, weights=features_module.DEFAULT_WE
         paths["database"] = os.path.join(out_dir, "database.bin")
         save_database(paths["database"], database)
     started = time.perf_counter()
-    matching = features_module.compute_features(database, weights=weights, source=source)
+    matching = compute_features(database, weights=weights, source=source)
     LOG.info("features: %d frames in %.2f s", database.nframes, time.perf_counter() - started)
     paths["features"] = os.path.join(out_dir, "features.bin")
     save_features(paths["features"], matching)
     if latent is None:
-        latent = latent_module.compute_latent(database, nlatent=nlatent)
+        latent = compute_latent(database, nlatent=nlatent)
     paths["latent"] = os.path.join(out_dir, "latent.bin")
     save_latent(paths["latent"], latent)
     return paths
 
 
 def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed=0,
-                         nframes=synthetic.DEFAULT_FRAMES):
+                         nframes=locomotion.DEFAULT_FRAMES):
     """The database to write: read from ``database_path``, imported from ``bvh_paths``, or synthetic.
 
     Returns (``formats.Database``, source name for errors). ``windows`` are (start, stop) frame
@@ -53,18 +53,18 @@ def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed
     if database_path is not None:
         return load_database(database_path), os.fspath(database_path)
     if bvh_paths:
-        from motion_matching.data.bvh import importer as bvh_import
-        database = bvh_import.database_from_bvh_files(list(bvh_paths), windows=windows)
+        from motion_matching.data.bvh.importer import database_from_bvh_files
+        database = database_from_bvh_files(list(bvh_paths), windows=windows)
         return database, os.fspath(bvh_paths[0])
     started = time.perf_counter()
-    database = synthetic.generate_synthetic_database(seed=seed, nframes=nframes)
+    database = locomotion.generate_synthetic_database(seed=seed, nframes=nframes)
     LOG.info("synthetic database: %d frames in %.2f s", database.nframes, time.perf_counter() - started)
     return database, "<synthetic database>"
 
 
 def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, seed=0,
-                   nframes=synthetic.DEFAULT_FRAMES, weights=features_module.DEFAULT_WEIGHTS,
-                   latent_path=None, nlatent=latent_module.DEFAULT_NLATENT, bvh_dir=None, plot_path=None):
+                   nframes=locomotion.DEFAULT_FRAMES, weights=DEFAULT_WEIGHTS,
+                   latent_path=None, nlatent=DEFAULT_NLATENT, bvh_dir=None, plot_path=None):
     """Make the toolkit's files in ``out_dir`` from the chosen source; returns a dict of written paths.
 
     Keys: "database" (not when ``database_path`` is given: that file is left as it is), "features",
@@ -73,12 +73,12 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     """
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)
-    latent = None if latent_path is None else latent_module.load_matching_latent(latent_path, database.nframes)
+    latent = None if latent_path is None else load_matching_latent(latent_path, database.nframes)
     paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
                                 write_database=database_path is None, source=source)
     if bvh_dir is not None:
-        from motion_matching.data.bvh import exporter as bvh_export
-        paths["bvh"] = bvh_export.write_database_bvh(database, bvh_dir)
+        from motion_matching.data.bvh.exporter import write_database_bvh
+        paths["bvh"] = write_database_bvh(database, bvh_dir)
     if plot_path is not None:
         from motion_matching.data import plots
         from motion_matching.toolkit.formats import load_features

@@ -1,7 +1,7 @@
 """A PNG of a few matching-feature columns and the toe contacts over time (matplotlib, imported lazily)."""
 import numpy as np
 
-from motion_matching.data import features as features_module
+from motion_matching.data.features import FEATURE_NAMES
 
 DEFAULT_COLUMNS = ("left_foot_position_z", "right_foot_position_z", "hip_velocity_z",
                    "trajectory_position_60_x", "trajectory_direction_60_x")
@@ -22,7 +22,7 @@ def plot_features(path, database, features, *, start=0, nframes=600, columns=DEF
     seconds = np.arange(start, stop) / fps
     figure, axes = pyplot.subplots(len(columns) + 1, 1, figsize=(10, 1.6 * (len(columns) + 1)), sharex=True)
     for axis, name in zip(axes, columns):
-        axis.plot(seconds, raw[:, features_module.FEATURE_NAMES.index(name)], linewidth=1)
+        axis.plot(seconds, raw[:, FEATURE_NAMES.index(name)], linewidth=1)
         axis.set_ylabel(name.replace("_", " "), fontsize=7, rotation=0, ha="right")
     contacts = database.contact_states[start:stop].astype(np.float32)
     axes[-1].step(seconds, contacts[:, 0] + 1.2, label="left toe", linewidth=1)

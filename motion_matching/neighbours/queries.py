@@ -8,6 +8,8 @@ can be regenerated, whatever chunk or batch size a caller uses.
 import numpy as np
 
 QUERY_BLOCK = 4096
+HELD_OUT_SEED = 271828
+"""The seed of the stream held-out losses and ``evaluate`` draw; training (seed 1234 by default) never uses it."""
 RECIPE = "X[s] + (X.std(0) + 1) * u * n; s ~ U{0..F-1}, u ~ U(0,1) per query, n ~ N(0,I); float32"
 
 

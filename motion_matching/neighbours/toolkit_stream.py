@@ -11,12 +11,12 @@ only continued from a saved generator state (``state()`` / ``restore()``).
 """
 import numpy as np
 
+from motion_matching.toolkit import recipe
+
 RECIPE = ("toolkit train_projector.py: np.random.seed(seed); per iteration randint(0, F, [B]), "
           "uniform([B, 1]).astype(f32), normal([B, n]).astype(f32), Xhat = X[s] + (X.std(0) + 1) * u * n in f32; "
           "after iteration i % save_every == 0 uniform([P, 1]), normal([P, n])")
-TOOLKIT_BATCH_SIZE, TOOLKIT_SAVE_EVERY = 32, 1000  # the script's batchsize and save cadence
-PREVIEW_CLIP = 2         # the toolkit's preview plots range 2 of database.bin
-PREVIEW_MAX_ROWS = 1000
+PREVIEW_CLIP, PREVIEW_MAX_ROWS = recipe.PREVIEW_CLIP, recipe.PREVIEW_MAX_ROWS
 STATE_WORDS = 624        # MT19937 key words
 
 

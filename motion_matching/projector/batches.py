@@ -13,7 +13,6 @@ import typing
 import numpy as np
 import torch
 
-from motion_matching.errors import CorruptCache
 from motion_matching.neighbours import queries as query_stream
 from motion_matching.neighbours.search import make_searcher
 
@@ -73,6 +72,9 @@ class OfflineBatches:
     (queries (k, n) float32, nearest (k,) int64)``. Only the current block and the next one (read
     ahead by a background thread) are held in memory unless ``preload``, which reads the whole cache
     once. Blocks live on ``device``. Call ``close()`` when done.
+
+    The rows are not checked again here: ``CacheReader.read`` refuses a non-finite query or a frame out
+    of range with ``CorruptCache``, and ``next`` raises that error as it is.
     """
 
     def __init__(self, reader, *, batch_size, path, device="cpu", block_rows=DEFAULT_BLOCK_ROWS, preload=False):
@@ -112,11 +114,7 @@ class OfflineBatches:
         if self._memory is not None:
             return self._memory[0][start:stop], self._memory[1][start:stop]
         queries, nearest = self.reader.read(start, stop)
-        nearest = np.asarray(nearest, dtype=np.int64)
-        if nearest.size and (nearest.min() < 0 or nearest.max() >= self.nframes):
-            raise CorruptCache(self.path, f"rows {start}..{stop - 1} hold neighbour indices outside "
-                                          f"0..{self.nframes - 1}; rebuild the cache")
-        return np.ascontiguousarray(queries, dtype=np.float32), nearest
+        return np.ascontiguousarray(queries, dtype=np.float32), np.asarray(nearest, dtype=np.int64)
 
     def _read_block(self, position):
         """``(start, queries, nearest)`` numpy of the block holding stream position ``position``."""

@@ -1,9 +1,20 @@
-"""Training checkpoints: one torch file holding the model, optimiser, schedule, step and config.
+"""Training checkpoints (``projector_checkpoint.pt``): one torch file with everything a resume needs.
 
-Layout (a dict saved with ``torch.save``): ``format`` = CHECKPOINT_FORMAT, ``version``, ``model`` (the
-``NormalisedMLP`` state dict, normalisation buffers included, so it alone rebuilds the network),
-``optimizer``, ``scheduler``, ``step`` (iterations done), ``config`` (a plain dict of the training
-settings), ``rng`` (generator states) and ``inputs`` (e.g. the SHA-256 of features.bin).
+Layout: a dict saved with ``torch.save`` (a zip archive), one key each in ``CHECKPOINT_KEYS``:
+
+- ``format``: ``CHECKPOINT_FORMAT`` ("mm-projector-checkpoint"); ``version``: ``CHECKPOINT_VERSION`` (1);
+- ``model``: the ``NormalisedMLP`` state dict (``linear0.weight`` ... and the ``mean_in``, ``std_in``,
+  ``mean_out``, ``std_out`` buffers), so it alone rebuilds the network;
+- ``optimizer``: the AdamW state dict; ``scheduler``: the ExponentialLR state dict;
+- ``step``: int, iterations done (the next one to run);
+- ``config``: ``TrainConfig.to_dict()``, the run's settings (resume refuses other numeric settings;
+  ``evaluate`` takes its loss weights from it);
+- ``rng``: ``{"torch": torch.get_rng_state()}``, plus ``"cuda"`` (that device's state) on a CUDA run;
+- ``inputs``: ``{"features": sha256, "latent": sha256}`` hex digests of the files trained on;
+- ``rolling_loss``: float, the toolkit's rolling loss at ``step`` (None before the first iteration);
+- ``source``: "online" (BallTree searches) or "offline" (an exact-neighbour cache).
+
+``train._Run.write_checkpoint`` writes it; ``inputs.restore_checkpoint`` reads it back.
 """
 import os
 
@@ -15,10 +26,12 @@ from motion_matching.projector.model import module_from_state_dict
 
 CHECKPOINT_FORMAT = "mm-projector-checkpoint"
 CHECKPOINT_VERSION = 1
+CHECKPOINT_KEYS = ("format", "version", "model", "optimizer", "scheduler", "step", "config", "rng", "inputs",
+                   "rolling_loss", "source")
 
 
 def save_checkpoint(path, **contents):
-    """Write ``contents`` (model, optimizer, scheduler, step, config, rng, inputs) atomically to ``path``."""
+    """Write ``contents`` (the ``CHECKPOINT_KEYS`` after ``format`` and ``version``) atomically to ``path``."""
     payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **contents}
     with atomic_write(path) as stream:
         torch.save(payload, stream)

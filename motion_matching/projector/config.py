@@ -1,11 +1,14 @@
 """Every projector training setting, declared once, with the toolkit's values as defaults.
 
-The defaults are those of ``resources/train_projector.py`` in orangeduck/Motion-Matching: seed 1234,
-batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning rate x0.99 every 1,000 iterations,
-500,000 iterations, projector.bin written every 1,000 iterations, one torch thread, losses
-1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
+The defaults are those of ``resources/train_projector.py`` in orangeduck/Motion-Matching, declared in
+``toolkit/recipe.py``: seed 1234, batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning
+rate x0.99 every 1,000 iterations, 500,000 iterations, projector.bin written every 1,000 iterations,
+one torch thread, losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference),
+27 -> 512 x 4 -> 27 + 32.
 """
 import dataclasses
+
+from motion_matching.toolkit import recipe
 
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
@@ -21,22 +24,25 @@ def _field(default, help_text):
 class TrainConfig:
     """Hyperparameters of one projector training run (frozen; ``dataclasses.replace`` makes variants)."""
 
-    iterations: int = _field(500_000, "Training iterations (optimiser steps)")
-    batch_size: int = _field(32, "Queries per iteration")
-    lr: float = _field(0.001, "AdamW learning rate")
-    weight_decay: float = _field(0.001, "AdamW weight decay")
-    amsgrad: bool = _field(True, "Use AMSGrad in AdamW")
-    lr_decay: float = _field(0.99, "Learning-rate factor applied every --lr-decay-every iterations")
-    lr_decay_every: int = _field(1000, "Iterations between learning-rate decays (the first follows iteration 0)")
-    seed: int = _field(1234, "Seed of the model initialisation and of the query stream")
-    weight_features: float = _field(1.0, "Weight of the L1 loss on the projected features")
-    weight_latent: float = _field(5.0, "Weight of the L1 loss on the projected latent")
-    weight_distance: float = _field(0.3, "Weight of the L1 loss on query-to-output vs query-to-neighbour distance")
-    hidden: int = _field(512, "Width of each hidden layer")
-    hidden_layers: int = _field(4, "Number of hidden layers")
-    save_every: int = _field(1000, "Iterations between writes of projector.bin (the first follows iteration 0)")
+    iterations: int = _field(recipe.ITERATIONS, "Training iterations (optimiser steps)")
+    batch_size: int = _field(recipe.BATCH_SIZE, "Queries per iteration")
+    lr: float = _field(recipe.LEARNING_RATE, "AdamW learning rate")
+    weight_decay: float = _field(recipe.WEIGHT_DECAY, "AdamW weight decay")
+    amsgrad: bool = _field(recipe.AMSGRAD, "Use AMSGrad in AdamW")
+    lr_decay: float = _field(recipe.LR_DECAY, "Learning-rate factor applied every --lr-decay-every iterations")
+    lr_decay_every: int = _field(recipe.LR_DECAY_EVERY,
+                                 "Iterations between learning-rate decays (the first follows iteration 0)")
+    seed: int = _field(recipe.SEED, "Seed of the model initialisation and of the query stream")
+    weight_features: float = _field(recipe.WEIGHT_FEATURES, "Weight of the L1 loss on the projected features")
+    weight_latent: float = _field(recipe.WEIGHT_LATENT, "Weight of the L1 loss on the projected latent")
+    weight_distance: float = _field(recipe.WEIGHT_DISTANCE,
+                                     "Weight of the L1 loss on query-to-output vs query-to-neighbour distance")
+    hidden: int = _field(recipe.HIDDEN, "Width of each hidden layer")
+    hidden_layers: int = _field(recipe.HIDDEN_LAYERS, "Number of hidden layers")
+    save_every: int = _field(recipe.SAVE_EVERY,
+                             "Iterations between writes of projector.bin (the first follows iteration 0)")
     checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
-    threads: int = _field(1, "Torch CPU threads (the toolkit uses 1)")
+    threads: int = _field(recipe.THREADS, "Torch CPU threads (the toolkit uses 1)")
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
     exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
                                         "query stream, one thread, its AdamW; projector.bin only when it writes it")

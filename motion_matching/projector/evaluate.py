@@ -16,20 +16,16 @@ import torch
 from motion_matching.atomic import atomic_write
 from motion_matching.errors import MismatchedFiles
 from motion_matching.fingerprint import file_sha256
-from motion_matching.neighbours.queries import RECIPE, generate_queries
+from motion_matching.neighbours.queries import HELD_OUT_SEED, RECIPE, generate_queries
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.projector import objective
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.export import load_projector_module
-from motion_matching.projector.objective import HELD_OUT_SEED
+from motion_matching.projector.export import load_projector
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 
-_DEFAULTS = TrainConfig()
-# as training (its default weights): L1 features, L1 latent, L1 of the distance difference
-LOSS_WEIGHTS = {"xval": _DEFAULTS.weight_features, "zval": _DEFAULTS.weight_latent, "dist": _DEFAULTS.weight_distance}
-TRAINING_SEED = _DEFAULTS.seed
-EVALUATION_SEED = HELD_OUT_SEED  # training's held-out stream, never drawn by training itself
+_UNIT_WEIGHTS = TrainConfig(weight_features=1.0, weight_latent=1.0, weight_distance=1.0)
 DEFAULT_QUERIES = 10_000
 MATCH_K = 5
 LEVEL_EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)  # bins of the noise level u of each query
@@ -46,20 +42,24 @@ def projector_outputs(module, queries, *, block=8192):
     return np.concatenate(parts) if parts else np.zeros((0, module.sizes[-1]), np.float32)
 
 
-def loss_terms(Xhat, Xgnd, Zgnd, Xtil, Ztil):
-    """Mean L1 errors and the weighted training loss terms (floats) over all queries.
+def loss_weights(config):
+    """The loss weights of ``config`` by term name: ``{"xval", "zval", "dist"}`` floats."""
+    return {"xval": config.weight_features, "zval": config.weight_latent, "dist": config.weight_distance}
+
+
+def loss_terms(Xhat, Xgnd, Zgnd, Xtil, Ztil, *, config=TrainConfig()):
+    """Training's loss (``objective.loss_terms``, in float64) over all queries, as floats.
 
     Returns ``feature_l1``, ``latent_l1``, ``distance_l1`` (mean |Dgnd - Dtil|, D the L2 distance from
-    ``Xhat``) and ``xval``, ``zval``, ``dist`` (those times ``LOSS_WEIGHTS``) and their sum ``loss``.
+    ``Xhat``) and ``xval``, ``zval``, ``dist`` (weighted by ``config`` as training weighs them) and
+    their sum ``loss``.
     """
-    Dgnd = np.sqrt(np.square(Xhat - Xgnd, dtype=np.float64).sum(-1))
-    Dtil = np.sqrt(np.square(Xhat - Xtil, dtype=np.float64).sum(-1))
-    raw = {"feature_l1": float(np.abs(Xgnd - Xtil, dtype=np.float64).mean()),
-           "latent_l1": float(np.abs(Zgnd - Ztil, dtype=np.float64).mean()),
-           "distance_l1": float(np.abs(Dgnd - Dtil).mean())}
-    terms = {"xval": LOSS_WEIGHTS["xval"] * raw["feature_l1"], "zval": LOSS_WEIGHTS["zval"] * raw["latent_l1"],
-             "dist": LOSS_WEIGHTS["dist"] * raw["distance_l1"]}
-    return {**raw, **terms, "loss": sum(terms.values())}
+    tensors = [torch.from_numpy(np.asarray(values, dtype=np.float64)) for values in (Xhat, Xgnd, Zgnd, Xtil, Ztil)]
+    raw = objective.loss_terms(*tensors, _UNIT_WEIGHTS)
+    weighted = objective.loss_terms(*tensors, config)
+    return {"feature_l1": float(raw.xval), "latent_l1": float(raw.zval), "distance_l1": float(raw.dist),
+            "xval": float(weighted.xval), "zval": float(weighted.zval), "dist": float(weighted.dist),
+            "loss": float(weighted.loss)}
 
 
 def _squared_distances(features, points, indices):
@@ -100,13 +100,14 @@ def _level_breakdown(levels, top1, topk, feature_error, latent_error):
     return rows
 
 
-def evaluate_projector(module, features, latent, *, nqueries=DEFAULT_QUERIES, seed=EVALUATION_SEED,
-                       backend=DEFAULT_BACKEND, threads=None):
+def evaluate_projector(module, features, latent, *, nqueries=DEFAULT_QUERIES, seed=HELD_OUT_SEED,
+                       backend=DEFAULT_BACKEND, threads=None, config=TrainConfig()):
     """Evaluate ``module`` on ``nqueries`` held-out queries over ``features`` (F, n) and ``latent`` (F, L).
 
-    Returns ``(report, arrays)``: ``report`` a JSON-ready dict (counts, ``losses`` from ``loss_terms``,
-    ``match`` top-1/top-k rates in [0, 1], ``by_noise_level`` rows); ``arrays`` the float32 arrays
-    ``Xhat, Xgnd, Zgnd, Xtil, Ztil`` and ``levels`` (m,), in query order.
+    ``config`` is the training run's: its loss weights weigh the loss terms. Returns ``(report, arrays)``:
+    ``report`` a JSON-ready dict (counts, ``losses`` from ``loss_terms``, ``match`` top-1/top-k rates in
+    [0, 1], ``by_noise_level`` rows); ``arrays`` the float32 arrays ``Xhat, Xgnd, Zgnd, Xtil, Ztil`` and
+    ``levels`` (m,), in query order.
     """
     nfeatures = features.shape[1]
     Xhat, _, levels = generate_queries(features, seed=seed, start=0, stop=nqueries, with_levels=True)
@@ -117,34 +118,40 @@ def evaluate_projector(module, features, latent, *, nqueries=DEFAULT_QUERIES, se
     top1, topk = match_flags(features, arrays["Xtil"], truth)
     feature_error = np.abs(arrays["Xgnd"] - arrays["Xtil"]).mean(1)
     latent_error = np.abs(arrays["Zgnd"] - arrays["Ztil"]).mean(1)
-    report = {"queries": int(nqueries), "seed": int(seed), "training_seed": TRAINING_SEED, "backend": backend,
+    report = {"queries": int(nqueries), "seed": int(seed), "training_seed": int(config.seed), "backend": backend,
               "query_recipe": RECIPE, "nframes": int(features.shape[0]), "nfeatures": int(nfeatures),
-              "nlatent": int(latent.shape[1]), "loss_weights": dict(LOSS_WEIGHTS),
-              "losses": loss_terms(*(arrays[name] for name in ("Xhat", "Xgnd", "Zgnd", "Xtil", "Ztil"))),
+              "nlatent": int(latent.shape[1]), "loss_weights": loss_weights(config),
+              "losses": loss_terms(*(arrays[name] for name in ("Xhat", "Xgnd", "Zgnd", "Xtil", "Ztil")),
+                                   config=config),
               "match": {"top1": float(top1.mean()), f"top{MATCH_K}": float(topk.mean())},
               "by_noise_level": _level_breakdown(levels, top1, topk, feature_error, latent_error)}
     return report, arrays
 
 
 def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=DEFAULT_QUERIES,
-                   seed=EVALUATION_SEED, backend=DEFAULT_BACKEND, threads=None, plots=True):
+                   seed=HELD_OUT_SEED, backend=DEFAULT_BACKEND, threads=None, plots=True, config=None):
     """Evaluate the projector file (checkpoint or network .bin) and write ``out_dir/evaluation.json``.
 
+    The loss terms use the training settings of the run: those a checkpoint holds, else ``config``
+    (default: ``TrainConfig()``, the toolkit's), since a network .bin does not record them.
     With ``plots`` also writes ``projector_X.png`` and ``projector_Z.png`` (needs matplotlib).
     Returns the report dict, with ``files`` (what was written) and the inputs' paths and SHA-256.
     """
-    module = load_projector_module(projector)
+    module, stored_config = load_projector(projector)
+    if stored_config is not None:
+        config = TrainConfig.from_dict(stored_config)
+    config = TrainConfig() if config is None else config
     features, latent = formats.load_features_and_latent(features_path, latent_path)
     nfeatures, nlatent = features.features.shape[1], latent.shape[1]
     if module.sizes[0] != nfeatures or module.sizes[-1] != nfeatures + nlatent:
         raise MismatchedFiles(projector, f"maps {module.sizes[0]} -> {module.sizes[-1]} values but the data "
                                          f"need {nfeatures} -> {nfeatures} + {nlatent}")
     report, arrays = evaluate_projector(module, features.features, latent, nqueries=nqueries, seed=seed,
-                                        backend=backend, threads=threads)
+                                        backend=backend, threads=threads, config=config)
     os.makedirs(out_dir, exist_ok=True)
     files = [os.path.join(out_dir, REPORT_NAME)]
     if plots:
-        from motion_matching.projector.evaluate_plots import plot_predictions
+        from motion_matching.projector.plots import plot_predictions
         files += plot_predictions(arrays, out_dir)
     report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in
                         (("projector", projector), ("features", features_path), ("latent", latent_path))}

@@ -25,18 +25,27 @@ def is_checkpoint(path):
         return stream.read(4) == _ZIP_MAGIC
 
 
-def load_projector_module(path):
-    """Load a ``NormalisedMLP`` (float32, CPU, eval mode) from a training checkpoint or a network .bin.
+def load_projector(path):
+    """``(module, config)`` from a training checkpoint or a network .bin.
 
+    ``module`` is a ``NormalisedMLP`` (float32, CPU, eval mode); ``config`` the checkpoint's training
+    settings (a dict, see ``TrainConfig.to_dict``), or None for a .bin, which does not hold them.
     Raises ``MissingFile``/``InvalidFile``/``TruncatedFile`` naming ``path`` when it cannot be read.
     """
     if not is_checkpoint(path):
-        return network_to_module(formats.load_network(path)).eval()
-    state = load_checkpoint(path).get("model")
+        return network_to_module(formats.load_network(path)).eval(), None
+    checkpoint = load_checkpoint(path)
     try:
-        return module_from_state_dict(state).eval()
+        module = module_from_state_dict(checkpoint.get("model")).eval()
     except (AttributeError, KeyError, IndexError, RuntimeError, TypeError) as error:
         raise InvalidFile(path, f"checkpoint holds no usable model state ({type(error).__name__})") from None
+    config = checkpoint.get("config")
+    return module, config if isinstance(config, dict) else None
+
+
+def load_projector_module(path):
+    """The ``NormalisedMLP`` (float32, CPU, eval mode) of a training checkpoint or a network .bin."""
+    return load_projector(path)[0]
 
 
 def export_network(source, out, *, format="bin", split=False):

@@ -8,7 +8,9 @@ import typing
 import numpy as np
 import torch
 
-from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, MotionMatchingError, StaleCache
+from motion_matching.cache import open_cache
+from motion_matching.cache.commands import build_cache_command, command_line
+from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import toolkit_stream
 from motion_matching.projector.checkpoint import load_checkpoint
@@ -56,51 +58,33 @@ def toolkit_preview_rows(inputs):
         raise InvalidFile(inputs.database_path, str(error)) from None
 
 
-def rebuild_command(cache_path, features_path, *, nqueries, seed, toolkit=None):
-    """The command that rebuilds a cache fit for this run, as one string; ``toolkit`` (dict: batch_size,
-    save_every, database_path) adds the ``--exact-toolkit`` options."""
-    options = ""
-    if toolkit:
-        options = (f" --exact-toolkit --database {toolkit['database_path']} --batch-size {toolkit['batch_size']} "
-                   f"--save-every {toolkit['save_every']}")
-    return (f"mm-projector build-cache --features {features_path} --out {cache_path} "
-            f"--queries {nqueries} --seed {seed}{options} --force")
-
-
 @contextlib.contextmanager
 def open_cache_reader(cache_path, config, inputs):
     """``cache.open_cache`` for this run (a context manager); refuses a cache another run needs."""
-    try:
-        from motion_matching import cache
-    except ImportError:
-        raise MotionMatchingError(cache_path, "offline training needs motion_matching.cache, "
-                                              "which this installation lacks") from None
-    with cache.open_cache(cache_path, features_path=inputs.features_path) as reader:
+    with open_cache(cache_path, features_path=inputs.features_path) as reader:
         _check_cache(reader, cache_path, config, inputs)
         yield reader
 
 
 def _check_cache(reader, cache_path, config, inputs):
+    """Raise unless the open, fresh cache ``reader`` holds this run's query stream (``open_cache`` has already
+    checked it against features.bin); the error carries the command that builds a cache fit for this run."""
     toolkit = None
     if config.exact_toolkit:
         toolkit = {"batch_size": config.batch_size, "save_every": config.save_every,
                    "database_path": inputs.database_path}
-    command = rebuild_command(cache_path, inputs.features_path, nqueries=config.iterations * config.batch_size,
-                              seed=config.seed, toolkit=toolkit)
-    nframes, nfeatures = inputs.X.shape
-    if int(reader.nframes) != nframes or int(reader.nfeatures) != nfeatures:
-        raise StaleCache(cache_path, f"holds neighbours among {reader.nframes} frames of {reader.nfeatures} "
-                                     f"features, not {nframes} x {nfeatures}; run: {command}")
+    command = build_cache_command(cache_path, features_path=inputs.features_path,
+                                  nqueries=config.iterations * config.batch_size, seed=config.seed, toolkit=toolkit)
     if int(reader.seed) != config.seed:
-        raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}; "
-                                          f"pass --seed {reader.seed} or run: {command}")
+        raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}",
+                              option=command_line("--seed", reader.seed), command=command)
     if int(reader.nqueries) < config.batch_size:
-        raise StaleCache(cache_path, f"holds {reader.nqueries} queries, fewer than one batch of "
-                                     f"{config.batch_size}; run: {command}")
+        raise StaleCache(cache_path, f"holds {reader.nqueries} queries, fewer than one batch of {config.batch_size}",
+                         command=command)
     problem = _stream_mismatch(reader.attributes, config, inputs)
     if problem:
-        raise MismatchedFiles(cache_path, f"{problem}{' or' if problem.endswith('--exact-toolkit') else ';'} "
-                                          f"run: {command}")
+        option = None if config.exact_toolkit else "--exact-toolkit"  # a toolkit cache, a default run
+        raise MismatchedFiles(cache_path, problem, option=option, command=command)
 
 
 def _stream_mismatch(attributes, config, inputs):
@@ -108,7 +92,7 @@ def _stream_mismatch(attributes, config, inputs):
     kind = attributes.get("stream", "default")
     if not config.exact_toolkit:
         if kind != "default":
-            return "holds the toolkit script's query stream (build-cache --exact-toolkit): pass --exact-toolkit"
+            return "holds the toolkit script's query stream (build-cache --exact-toolkit)"
         return None
     if kind != "toolkit":
         return "holds the default query stream, not the toolkit script's that --exact-toolkit needs"

@@ -3,10 +3,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from motion_matching.toolkit import recipe
 from motion_matching.toolkit.formats import Network
-
-PROJECTOR_HIDDEN = 512
-PROJECTOR_HIDDEN_LAYERS = 4
 
 
 class NormalisedMLP(nn.Module):
@@ -44,7 +42,7 @@ class NormalisedMLP(nn.Module):
         return last(x) * self.std_out + self.mean_out
 
 
-def projector_sizes(nfeatures, nlatent, *, hidden=PROJECTOR_HIDDEN, hidden_layers=PROJECTOR_HIDDEN_LAYERS):
+def projector_sizes(nfeatures, nlatent, *, hidden=recipe.HIDDEN, hidden_layers=recipe.HIDDEN_LAYERS):
     """Layer widths of the toolkit's projector: nfeatures -> hidden x hidden_layers -> nfeatures + nlatent."""
     return [nfeatures] + [hidden] * hidden_layers + [nfeatures + nlatent]
 

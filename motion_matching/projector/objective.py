@@ -9,12 +9,11 @@ import numpy as np
 import torch
 
 from motion_matching.errors import InvalidFile
-from motion_matching.neighbours import queries as query_stream
+from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.model import NormalisedMLP, projector_sizes
 
-HELD_OUT_SEED = 271828  # a stream the training (seed 1234 by default) never draws from
 HELD_OUT_QUERIES = 4096
 
 
@@ -54,21 +53,29 @@ def make_projector(X, Z, config=TrainConfig(), *, path="features.bin"):
     return module
 
 
-def projector_losses(module, Xhat, Xgnd, Zgnd, config=TrainConfig()):
-    """``LossTerms`` of one batch: L1 on features and latent, L1 on the distance difference.
+def loss_terms(Xhat, Xgnd, Zgnd, Xtil, Ztil, config=TrainConfig()):
+    """The projector's loss, as the toolkit writes it: ``LossTerms`` of scalar tensors.
 
-    Xhat, Xgnd (batch, nfeatures) and Zgnd (batch, nlatent) are float32 tensors on the module's device.
+    L1 on features and latent and L1 on the difference of the query's distances to output and
+    neighbour, weighted by ``config``'s ``weight_*``. Xhat, Xgnd, Xtil (batch, nfeatures) and Zgnd,
+    Ztil (batch, nlatent) are tensors of one floating dtype (training float32, evaluate float64).
     """
-    nfeatures = Xhat.shape[1]
     Dgnd = torch.sqrt(torch.sum(torch.square(Xhat - Xgnd), dim=-1))
-    output = module(Xhat)
-    Xtil = output[:, :nfeatures]
-    Ztil = output[:, nfeatures:]
     Dtil = torch.sqrt(torch.sum(torch.square(Xhat - Xtil), dim=-1))
     loss_xval = torch.mean(config.weight_features * torch.abs(Xgnd - Xtil))
     loss_zval = torch.mean(config.weight_latent * torch.abs(Zgnd - Ztil))
     loss_dist = torch.mean(config.weight_distance * torch.abs(Dgnd - Dtil))
     return LossTerms(loss_xval + loss_zval + loss_dist, loss_xval, loss_zval, loss_dist)
+
+
+def projector_losses(module, Xhat, Xgnd, Zgnd, config=TrainConfig()):
+    """``loss_terms`` of ``module``'s output on one batch.
+
+    Xhat, Xgnd (batch, nfeatures) and Zgnd (batch, nlatent) are float32 tensors on the module's device.
+    """
+    nfeatures = Xhat.shape[1]
+    output = module(Xhat)
+    return loss_terms(Xhat, Xgnd, Zgnd, output[:, :nfeatures], output[:, nfeatures:], config)
 
 
 def held_out_loss(module, features, latent, *, nqueries=HELD_OUT_QUERIES, seed=HELD_OUT_SEED,
@@ -80,7 +87,7 @@ def held_out_loss(module, features, latent, *, nqueries=HELD_OUT_QUERIES, seed=H
     """
     X = np.ascontiguousarray(features, dtype=np.float32)
     Z = np.ascontiguousarray(latent, dtype=np.float32)
-    Xhat, _ = query_stream.generate_queries(X, seed=seed, start=0, stop=nqueries)
+    Xhat, _ = generate_queries(X, seed=seed, start=0, stop=nqueries)
     searcher = searcher if searcher is not None else make_searcher(X, backend="balltree")
     nearest = searcher.nearest(Xhat)
     device = module.mean_in.device

@@ -1,17 +1,73 @@
-"""The toolkit's prediction plots: projector_X.png and projector_Z.png (matplotlib, imported lazily).
+"""The toolkit's prediction plots, ``projector_X.png`` and ``projector_Z.png`` (matplotlib, imported lazily).
 
-For up to 1,000 consecutive frames of one clip (the third, as the toolkit picks, when the database is
-known), noisy queries are projected; every 4th of the first 500 is plotted, one panel per column:
-searched truth, prediction and (for features) the query itself.
+One panel per column: dots for the searched truth (``gnd``), the prediction (``til``) and, for features,
+the noisy query (``hat``). Training draws them as the toolkit does (every 4th of the first 500 of up to
+1,000 noisy copies of consecutive frames of the third clip, one y range per figure); ``evaluate`` draws
+its first ``PLOT_QUERIES`` held-out queries, one y range per panel. ``draw_predictions`` draws both.
 """
-import io
 import os
 
 import numpy as np
 import torch
 
 from motion_matching.atomic import atomic_write
+from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours.queries import noise_scale
+
+PLOT_QUERIES = 125  # the toolkit plots rows [:500:4], i.e. 125 points per panel
+PLOT_NAMES = ("projector_X.png", "projector_Z.png")
+_PANEL_HEIGHT = 1.2  # inches
+_DPI = 60
+
+
+def _pyplot(out_dir, without):
+    try:
+        import matplotlib
+    except ImportError:
+        raise MotionMatchingError(out_dir, "plots need matplotlib: pip install 'motion-matching-projector[plot]' "
+                                           f"or {without}") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _plot_columns(plt, path, series, labels, *, shared_range=None):
+    """One panel per column of the (rows, columns) arrays in ``series``; ``shared_range`` (low, high) or per panel."""
+    columns = series[0].shape[1]
+    figure, axes = plt.subplots(columns, sharex=True, squeeze=False, figsize=(12, _PANEL_HEIGHT * columns))
+    for column, axis in enumerate(axes[:, 0]):
+        for values, label in zip(series, labels):
+            axis.plot(values[:, column], marker=".", linestyle="None", label=label)
+        if shared_range is not None:
+            axis.set_ylim(*shared_range)
+        axis.set_ylabel(str(column))
+    axes[0, 0].legend(loc="upper right", ncol=len(labels))
+    # tight_layout doubles the time of a 32-panel figure; fixed margins read as well
+    figure.subplots_adjust(left=0.06, right=0.99, top=0.99, bottom=0.01, hspace=0.15)
+    with atomic_write(path) as stream:
+        figure.savefig(stream, format="png", dpi=_DPI)
+    plt.close(figure)
+
+
+def draw_predictions(arrays, out_dir, *, ranges=(None, None), without="pass --no-plots"):
+    """Write ``projector_X.png`` and ``projector_Z.png`` into ``out_dir`` (atomically); returns both paths.
+
+    ``arrays`` maps ``Xhat, Xgnd, Xtil`` (rows, nfeatures) and ``Zgnd, Ztil`` (rows, nlatent) to the
+    points to plot. ``ranges`` gives each figure one (low, high) y range, or None for one range per
+    panel. ``without`` ends the error raised when matplotlib is missing (how to run without plots).
+    """
+    plt = _pyplot(out_dir, without)
+    x_path, z_path = (os.path.join(out_dir, name) for name in PLOT_NAMES)
+    x_range, z_range = ranges
+    _plot_columns(plt, x_path, [arrays["Xgnd"], arrays["Xtil"], arrays["Xhat"]], ["gnd", "til", "hat"],
+                  shared_range=x_range)
+    _plot_columns(plt, z_path, [arrays["Zgnd"], arrays["Ztil"]], ["gnd", "til"], shared_range=z_range)
+    return [x_path, z_path]
+
+
+def plot_predictions(arrays, out_dir, *, count=PLOT_QUERIES):
+    """``draw_predictions`` of the first ``count`` rows of ``evaluate_projector``'s arrays; returns both paths."""
+    return draw_predictions({name: values[:count] for name, values in arrays.items()}, out_dir)
 
 
 def plot_frames(ranges, nframes):
@@ -23,27 +79,8 @@ def plot_frames(ranges, nframes):
     return int(starts[clip]), int(min(starts[clip] + 1000, stops[clip]))
 
 
-def _figure(columns, *, title_limits):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(len(columns[0]), sharex=True, figsize=(12, 2 * len(columns[0])))
-    axes = np.atleast_1d(axes)
-    low, high = title_limits
-    for index, axis in enumerate(axes):
-        for series in columns:
-            axis.plot(series[index][:500:4], marker=".", linestyle="None")
-        axis.set_ylim(low, high)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return buffer.getvalue()
-
-
 def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0, draws=None):
-    """Write ``projector_X.png`` and ``projector_Z.png`` into ``out_dir`` (atomically); returns both paths.
+    """Training's plots: noisy copies of the ``plot_frames`` frames, projected; returns both paths written.
 
     ``draws`` (nsigma (P, 1), noise (P, n), scale (n,) float32), the toolkit stream's preview, replace
     the noise drawn from ``seed``.
@@ -58,15 +95,8 @@ def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed
     nearest = searcher.nearest(Xhat)
     with torch.no_grad():
         output = module(torch.from_numpy(Xhat).to(module.mean_in.device)).cpu().numpy()
-    Xtil, Ztil = output[:, :X.shape[1]], output[:, X.shape[1]:]
-    Xgnd, Zgnd = X[nearest], Z[nearest]
-    pictures = {
-        "projector_X.png": _figure([Xgnd.T, Xtil.T, Xhat.T], title_limits=(Xhat.min(), Xhat.max())),
-        "projector_Z.png": _figure([Zgnd.T, Ztil.T], title_limits=(Zgnd.min(), Zgnd.max())),
-    }
-    paths = []
-    for name, data in pictures.items():
-        paths.append(os.path.join(out_dir, name))
-        with atomic_write(paths[-1]) as stream:
-            stream.write(data)
-    return paths
+    arrays = {"Xhat": Xhat, "Xgnd": X[nearest], "Xtil": output[:, :X.shape[1]], "Zgnd": Z[nearest],
+              "Ztil": output[:, X.shape[1]:]}
+    ranges = [(arrays[name].min(), arrays[name].max()) for name in ("Xhat", "Zgnd")]  # the toolkit's
+    return draw_predictions({name: values[:500:4] for name, values in arrays.items()}, out_dir, ranges=ranges,
+                            without="leave out --plots")

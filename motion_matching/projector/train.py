@@ -17,7 +17,7 @@ import time
 import torch
 
 from motion_matching.errors import MotionMatchingError
-from motion_matching.neighbours.search import make_searcher
+from motion_matching.neighbours.search import make_searcher, torch_threads
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
@@ -73,16 +73,6 @@ def _device(name):
     if device.type == "cuda" and not torch.cuda.is_available():
         raise MotionMatchingError("--device", f"{name} requested but torch sees no CUDA device")
     return device
-
-
-@contextlib.contextmanager
-def _torch_threads(count):
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class _Run:
@@ -266,7 +256,7 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     inputs = load_inputs(features_path, latent_path, database_path)
     os.makedirs(out_dir, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_torch_threads(config.threads))
+        stack.enter_context(torch_threads(config.threads))
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
         if resume is not None:
             restore_checkpoint(run, resume)

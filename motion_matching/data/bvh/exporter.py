@@ -1,4 +1,4 @@
-"""Toolkit ``Database`` -> LaFAN1-style BVH files, one per range, that bvh_import reads back.
+"""Toolkit ``Database`` -> LaFAN1-style BVH files, one per range, that ``bvh.importer`` reads back.
 
 Each range becomes ``range_<index>.bvh``: the 22 LaFAN1 joints (no Simulation bone; the Hips are
 written in world space, the simulation bone composed with the Hips' local state), centimetres,
@@ -9,7 +9,6 @@ frames) lands on the database's own frames: re-importing gives frame j back at f
 import os
 
 import numpy as np
-from scipy import interpolate
 
 from motion_matching.data.bvh.importer import (
     CENTIMETRES,
@@ -17,6 +16,7 @@ from motion_matching.data.bvh.importer import (
     LAFAN1_PARENTS,
     SOURCE_FPS,
     resampled_length,
+    spline_resample,
     unroll,
 )
 from motion_matching.data.bvh.text import POSITION_CHANNELS, Bvh, write_bvh
@@ -98,14 +98,10 @@ def to_source_rate(positions, rotations):
     """Resample 60 fps frames (F, 3) and (F, J, 4) to the n 30 fps frames import turns back into them.
 
     Source frame k holds database frame ``k (m - 1) / (n - 1)`` where m = resampled_length(n) <= F,
-    by not-a-knot cubic splines (rotations unrolled, then renormalised). Returns (n, 3), (n, J, 4).
+    by ``spline_resample`` (rotations unrolled first). Returns (n, 3), (n, J, 4).
     """
-    nframes = len(positions)
-    nsource = source_length(nframes)
-    times = np.arange(nframes, dtype=np.float64)
-    sample_times = np.linspace(0.0, resampled_length(nsource) - 1.0, nsource)
-    return (interpolate.CubicSpline(times, positions, axis=0)(sample_times),
-            quat.normalize(interpolate.CubicSpline(times, unroll(rotations), axis=0)(sample_times)))
+    nsource = source_length(len(positions))
+    return spline_resample(positions, unroll(rotations), np.linspace(0.0, resampled_length(nsource) - 1.0, nsource))
 
 
 def to_euler_zyx(rotations):

@@ -181,6 +181,18 @@ def unroll(rotations):
     return np.concatenate([rotations[:1], rotations[1:] * signs[..., None]], axis=0)
 
 
+def spline_resample(positions, rotations, sample_times):
+    """Not-a-knot cubic splines through frames 0..F-1, evaluated at ``sample_times`` (k,) in frame units.
+
+    ``positions`` (F, ..., 3) and ``rotations`` (F, ..., 4) (unrolled: no sign flips between frames).
+    Returns positions (k, ..., 3) and renormalised rotations (k, ..., 4), float64. Import (30 -> 60 fps)
+    and export (back to 30 fps) both resample with it.
+    """
+    times = np.arange(len(positions), dtype=np.float64)
+    return (interpolate.CubicSpline(times, positions, axis=0)(sample_times),
+            quat.normalize(interpolate.CubicSpline(times, rotations, axis=0)(sample_times)))
+
+
 def resample(positions, rotations):
     """Cubic (not-a-knot spline) resampling of n 30 fps frames to ``resampled_length(n)`` 60 fps frames.
 
@@ -188,10 +200,7 @@ def resample(positions, rotations):
     Returns positions (F, B, 3) and renormalised rotations (F, B, 4), float64.
     """
     nsource = len(positions)
-    source_times = np.arange(nsource, dtype=np.float64)
-    sample_times = np.linspace(0.0, nsource - 1.0, resampled_length(nsource))
-    return (interpolate.CubicSpline(source_times, positions, axis=0)(sample_times),
-            quat.normalize(interpolate.CubicSpline(source_times, rotations, axis=0)(sample_times)))
+    return spline_resample(positions, rotations, np.linspace(0.0, nsource - 1.0, resampled_length(nsource)))
 
 
 def smooth(values, window):

@@ -2,14 +2,14 @@
 
 The simulation bone follows smooth random paths made of behaviour segments (idle, walking around
 1.5 m/s, running around 4 m/s, strafing and walking backwards, turns both ways, sharp turns); a
-procedural gait (``synthetic_gait``) plants and lifts the feet with the speed. Clips become ranges,
+procedural gait (``synthetic.gait``) plants and lifts the feet with the speed. Clips become ranges,
 mirrored copies are appended, and velocities and contacts are computed like the toolkit's
 ``generate_database.py`` (``database_build``). The same seed always gives the same bytes.
 """
 import numpy as np
 
 from motion_matching.data import database_build
-from motion_matching.data.synthetic import gait as synthetic_gait
+from motion_matching.data.synthetic import gait
 
 FPS = 60
 DEFAULT_FRAMES = 50_000
@@ -54,7 +54,7 @@ def clip_lengths(rng, total):
 def synthetic_clip(rng, nframes, *, fps=FPS):
     """One clip: (local positions (F, 23, 3) metres, local rotations (F, 23, 4) w x y z), float64."""
     path = simulation_path(rng, nframes, fps=fps)
-    return synthetic_gait.animate(rng, path, fps=fps)
+    return gait.animate(rng, path, fps=fps)
 
 
 def simulation_path(rng, nframes, *, fps=FPS):

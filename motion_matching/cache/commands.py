@@ -1,0 +1,25 @@
+"""The commands and options that error messages suggest, built in one place.
+
+Every word is quoted with ``shlex.quote``, so a suggested line pastes into a POSIX shell as it is, even
+when a path holds spaces or quotes; ``shlex.split`` gives the words back.
+"""
+import os
+import shlex
+
+DEFAULT_FEATURES = "features.bin"  # the toolkit's name, and build-cache's default --features
+
+
+def command_line(*words):
+    """``words`` (str, os.PathLike or int) as one shell line (str), each word quoted where it needs it."""
+    return " ".join(shlex.quote(os.fspath(word) if isinstance(word, os.PathLike) else str(word)) for word in words)
+
+
+def build_cache_command(out, *, features_path, nqueries, seed, toolkit=None):
+    """The ``mm-projector build-cache ... --force`` line (str) that writes, replacing what is there, the cache
+    of ``nqueries`` queries of seed ``seed`` for ``features_path`` at ``out``; ``toolkit`` (dict: batch_size,
+    save_every, database_path) asks for the toolkit script's stream (``--exact-toolkit``)."""
+    words = ["--queries", nqueries, "--seed", seed]
+    if toolkit:
+        words += ["--exact-toolkit", "--database", toolkit.get("database_path") or "database.bin",
+                  "--batch-size", toolkit["batch_size"], "--save-every", toolkit["save_every"]]
+    return command_line("mm-projector", "build-cache", "--features", features_path, "--out", out, *words, "--force")
