@@ -23,4 +23,5 @@ run search-16x benchmarks/bench_search.py --scales 16 --repeats 2 --queries 6553
 run cache benchmarks/bench_cache.py --frames 50000 --queries 1048576 --repeats 3
 run train benchmarks/bench_train.py --frames 50000 --repeats 3
 run parity benchmarks/parity_synthetic.py --frames 50000 --iterations 2000
+run parity-toolkit benchmarks/parity_toolkit.py --frames 50000 --iterations 5001
 run inference benchmarks/bench_inference.py --passes 7
