@@ -4,8 +4,10 @@ import dataclasses
 import h5py
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from motion_matching.cache import build_cache, open_cache, verify_cache
+from motion_matching.cli import main
 from motion_matching.errors import CorruptCache, InvalidFile, MismatchedFiles
 from motion_matching.neighbours.toolkit_stream import ToolkitStream
 from motion_matching.projector.checkpoint import load_checkpoint
@@ -163,3 +165,28 @@ def test_a_database_without_range_2_is_refused(tmp_path, toolkit_files):
         run(exact_config(), files, tmp_path / "out")
     with pytest.raises(InvalidFile, match=r"two.bin: has 2 ranges"):
         toolkit_cache(files, tmp_path / "tk.h5", nqueries=1024)
+
+
+def cli(*arguments):
+    return CliRunner().invoke(main, [str(argument) for argument in arguments])
+
+
+def test_cli_builds_describes_and_refuses_toolkit_caches(tmp_path, toolkit_files):
+    features, _, database = toolkit_files
+    out = tmp_path / "tk.h5"
+    built = cli("build-cache", "--exact-toolkit", "--features", features, "--database", database, "--queries", 640,
+                "--save-every", SAVE_EVERY, "--out", out, "--quiet")
+    assert built.exit_code == 0 and built.output.startswith(f"wrote {out}: 640 queries;")
+    info = cli("cache-info", out, "--features", features)
+    assert f"stream: toolkit (batch 32, save interval {SAVE_EVERY}, preview 667 rows)" in info.output.splitlines()
+    again = cli("build-cache", "--exact-toolkit", "--features", features, "--database", database, "--queries", 640,
+                "--save-every", 20, "--out", out, "--quiet")
+    assert again.exit_code == 1
+    assert again.output.startswith(f"Error: {out}: holds the toolkit stream of batch 32, save interval "
+                                   f"{SAVE_EVERY}, preview 667 rows, not the toolkit stream of batch 32, save "
+                                   "interval 20, preview 667 rows; not replaced without --force; run: ")
+    uneven = cli("build-cache", "--exact-toolkit", "--features", features, "--database", database, "--queries", 650,
+                 "--out", tmp_path / "other.h5")
+    assert uneven.exit_code == 1
+    assert uneven.output == ("Error: --queries: --exact-toolkit caches hold whole batches: 650 is not a multiple of "
+                             "--batch-size 32 (try 640)\n")
