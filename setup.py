@@ -4,7 +4,7 @@ from setuptools.command.build_ext import build_ext
 
 
 class OptimisedBuildExt(build_ext):
-    """Compiler flags by compiler family; the extension is optional (``search_cells`` is the fallback)."""
+    """Compiler flags by compiler family; optional: ``neighbours.cells.fallback`` runs without it."""
 
     def build_extensions(self):
         unix = self.compiler.compiler_type == "unix"

@@ -21,7 +21,7 @@ class DemoSettings:
     seed: int = recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
-    threads: typing.Optional[int] = None  # None: searches use every core, training one thread (the toolkit's)
+    threads: typing.Optional[int] = None  # None: every core, for the searches and for training
 
     @property
     def cache_queries(self):
@@ -43,7 +43,7 @@ def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: Non
                 seed=settings.seed, threads=settings.threads, progress=cache_progress)
     report("build exact-neighbour cache", {"cache": cache_path})
     config = TrainConfig(iterations=settings.iterations, batch_size=settings.batch_size, seed=settings.seed,
-                         threads=settings.threads or 1, checkpoint_every=settings.iterations)
+                         threads=settings.threads, checkpoint_every=settings.iterations)
     trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],
                                     database_path=files["database"], offline_cache=cache_path, out_dir=out_dir,
                                     progress=train_progress)

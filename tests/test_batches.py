@@ -1,4 +1,5 @@
 """The two batch sources: the online one follows the query stream, the offline one reads a cache in order."""
+import collections
 import threading
 
 import h5py
@@ -120,3 +121,17 @@ def test_cache_neighbours_equal_the_balltree_ones_except_at_ties(tmp_path, small
     distance = lambda index: np.linalg.norm(Xhat[differ].astype(np.float64) - X[index[differ]], axis=1)  # noqa: E731
     assert np.allclose(distance(nearest), distance(tree), rtol=1e-6, atol=1e-6)
     assert len(differ) <= 3  # ties are rare in continuous data
+
+
+def test_batches_across_block_boundaries_are_joined_into_one_reused_buffer_holding_the_right_rows():
+    source = OfflineBatches(MemoryReader(1050, chunk_rows=100), batch_size=70, path="c", block_rows=100)
+    pointers = collections.Counter()
+    for step in range(30):  # 2,100 rows: two passes, most batches spanning two blocks
+        batch = source.next()
+        row = batch.queries[:, 0].to(torch.int64)
+        assert torch.equal(batch.nearest, row % 50)
+        if step < 15:
+            assert torch.equal(row, torch.arange(step * 70, step * 70 + 70))
+        pointers[batch.queries.data_ptr()] += 1
+    assert pointers.most_common(1)[0][1] >= 15  # the joined batches share one buffer; others view their block
+    source.close()

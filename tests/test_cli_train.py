@@ -94,3 +94,18 @@ def test_progress_line_shows_rolling_loss_rate_and_eta(in_files):
     result = CliRunner().invoke(main, ["train", "--database", ""] + arguments)
     assert result.exit_code == 0, result.output
     assert re.search(r"\rIter:      10 Loss: \d+\.\d{3}  lr 0\.00099  [\d,.]+ it/s  ETA \d:\d\d:\d\d ", result.output)
+
+
+def test_step_and_threads_options_reach_the_checkpoint(in_files):
+    from motion_matching.projector.checkpoint import load_checkpoint
+    runner = CliRunner()
+    default = runner.invoke(main, ["train", "--database", "", "--out", "a"] + QUICK)
+    chosen = runner.invoke(main, ["train", "--database", "", "--out", "b", "--step", "toolkit", "--threads", "1"]
+                           + QUICK)
+    assert default.exit_code == 0 and chosen.exit_code == 0, default.output + chosen.output
+    assert {key: load_checkpoint(in_files / "a" / "projector_checkpoint.pt")["config"][key]
+            for key in ("step", "threads")} == {"step": "fast", "threads": None}
+    assert {key: load_checkpoint(in_files / "b" / "projector_checkpoint.pt")["config"][key]
+            for key in ("step", "threads")} == {"step": "toolkit", "threads": 1}
+    refused = runner.invoke(main, ["train", "--database", "", "--step", "quick"] + QUICK)
+    assert refused.exit_code == 2 and "'quick' is not one of 'fast', 'toolkit'" in refused.output

@@ -5,14 +5,13 @@ import torch
 
 from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours import search
-from motion_matching.neighbours.cells import compiled as search_cells_compiled
-from motion_matching.neighbours.cells import fallback as search_cells
+from motion_matching.neighbours.cells import compiled, fallback
 from motion_matching.neighbours.queries import generate_queries
 
 from conftest import random_features
 
 CPU_BACKENDS = ["cells", "cells-numpy", "balltree", "faiss-flat", "torch"]
-needs_compiled = pytest.mark.skipif(not search_cells_compiled.available(),
+needs_compiled = pytest.mark.skipif(not compiled.available(),
                                     reason="the C extension _cellsearch was not built (no C compiler at install)")
 
 
@@ -111,8 +110,8 @@ def test_other_dimensions(backend, nfeatures):
 
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_any_frame_as_source_and_two_threads(backend, monkeypatch):
-    monkeypatch.setattr(search_cells, "QUERY_BLOCK", 128)  # several blocks, searched two at a time
-    monkeypatch.setattr(search_cells_compiled, "BLOCK", 64)
+    monkeypatch.setattr(fallback, "QUERY_BLOCK", 128)  # several blocks, searched two at a time
+    monkeypatch.setattr(compiled, "BLOCK", 64)
     features = random_features(2000, seed=8)
     queries, _ = noisy_queries(features, count=700)
     sources = np.random.default_rng(0).integers(0, len(features), len(queries))
@@ -131,7 +130,7 @@ def test_empty_and_single_query(backend):
 def test_cells_with_other_cell_counts(ncells):
     features = random_features(3000, seed=10)
     queries, sources = noisy_queries(features, count=300)
-    assert_nearest(features, queries, search_cells.CellSearch(features, ncells=ncells).nearest(queries, sources))
+    assert_nearest(features, queries, fallback.CellSearch(features, ncells=ncells).nearest(queries, sources))
 
 
 @needs_compiled
@@ -139,7 +138,7 @@ def test_cells_with_other_cell_counts(ncells):
 def test_compiled_cells_with_other_cell_counts(ncells):
     features = random_features(3000, seed=10)
     queries, sources = noisy_queries(features, count=300)
-    searcher = search_cells_compiled.CompiledCellSearch(features, ncells=ncells)
+    searcher = compiled.CompiledCellSearch(features, ncells=ncells)
     assert_nearest(features, queries, searcher.nearest(queries, sources))
     assert_nearest(features, queries, searcher.nearest(queries))
 
@@ -149,7 +148,7 @@ def test_compiled_cells_on_the_training_stream_of_a_larger_database():
     features = random_features(20000, seed=13)
     queries, sources = noisy_queries(features, count=1500)
     searcher = search.make_searcher(features)
-    assert isinstance(searcher, search_cells_compiled.CompiledCellSearch)
+    assert isinstance(searcher, compiled.CompiledCellSearch)
     assert_nearest(features, queries, searcher.nearest(queries, sources))
 
 
@@ -166,18 +165,18 @@ def test_compiled_cells_with_queries_near_frames_and_between_cells():
 
 def test_cells_falls_back_to_numpy_above_64_features():
     features = random_features(600, nfeatures=65, seed=17)
-    assert not search_cells_compiled.accepts(features)
+    assert not compiled.accepts(features)
     searcher = search.make_searcher(features)
-    assert isinstance(searcher, search_cells.CellSearch)
+    assert isinstance(searcher, fallback.CellSearch)
     queries, sources = noisy_queries(features, count=50)
     assert_nearest(features, queries, searcher.nearest(queries, sources))
 
 
 def test_cells_falls_back_to_numpy_for_values_that_are_not_float32():
     features = random_features(1000, seed=15).astype(np.float64) + 1e-9
-    assert not search_cells_compiled.accepts(features)
+    assert not compiled.accepts(features)
     searcher = search.make_searcher(features)
-    assert isinstance(searcher, search_cells.CellSearch)
+    assert isinstance(searcher, fallback.CellSearch)
     queries = noisy_queries(features.astype(np.float32), count=100)[0]
     assert_nearest(features, queries, searcher.nearest(queries))
 
@@ -185,13 +184,13 @@ def test_cells_falls_back_to_numpy_for_values_that_are_not_float32():
 @needs_compiled
 def test_compiled_cells_refuses_bad_input():
     features = random_features(500, seed=16)
-    searcher = search_cells_compiled.CompiledCellSearch(features)
+    searcher = compiled.CompiledCellSearch(features)
     with pytest.raises(ValueError, match="NaN or infinite"):
         searcher.nearest(np.full((2, 27), np.nan, np.float32))
     with pytest.raises(ValueError, match="sources must be frame indices"):
         searcher.nearest(features[:2], np.array([0, 500]))
     with pytest.raises(ValueError, match="needs float32 features, at most 64"):
-        search_cells_compiled.CompiledCellSearch(features.astype(np.float64) + 1e-9)
+        compiled.CompiledCellSearch(features.astype(np.float64) + 1e-9)
 
 
 def test_default_backend_is_cells():

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from test_search import assert_nearest, duplicated_frames, grid_case, noisy_queries
 
-from motion_matching.neighbours.cells import compiled as search_cells_compiled
+from motion_matching.neighbours.cells import compiled
 
 from conftest import random_features
 
-SOURCE_FOLDER = os.path.dirname(search_cells_compiled.__file__)
+SOURCE_FOLDER = os.path.dirname(compiled.__file__)
 COMPILER = shutil.which(os.environ.get("CC", "cc"))
 
 
@@ -37,8 +37,8 @@ def portable(tmp_path_factory):
 
 def search_with(module, monkeypatch, features, queries, sources=None, **options):
     """Nearest frames by CompiledCellSearch running on ``module``."""
-    monkeypatch.setattr(search_cells_compiled, "_cellsearch", module)
-    return search_cells_compiled.CompiledCellSearch(features, **options).nearest(queries, sources)
+    monkeypatch.setattr(compiled, "_cellsearch", module)
+    return compiled.CompiledCellSearch(features, **options).nearest(queries, sources)
 
 
 def test_portable_path_on_the_training_stream(portable, monkeypatch):
@@ -59,11 +59,11 @@ def test_portable_path_with_ties_duplicates_and_other_dimensions(portable, monke
 
 
 def test_portable_and_vector_paths_agree(portable, monkeypatch):
-    if not search_cells_compiled.available():
+    if not compiled.available():
         pytest.skip("the C extension _cellsearch was not built (no C compiler at install)")
     features = random_features(2000, seed=23)
     queries, sources = noisy_queries(features, count=300)
-    vector = search_cells_compiled.CompiledCellSearch(features).nearest(queries, sources)
+    vector = compiled.CompiledCellSearch(features).nearest(queries, sources)
     distances = ((queries[:, None, :].astype(np.float64) - features[None].astype(np.float64)) ** 2).sum(axis=2)
     plain = search_with(portable, monkeypatch, features, queries, sources)
     rows = np.arange(len(queries))

@@ -18,8 +18,9 @@ def run(config, files, out_dir, **options):
                            held_out_queries=0, **options)
 
 
-def test_online_and_offline_give_bit_identical_parameters(tmp_path, small_files):
-    config = TrainConfig(iterations=50, save_every=20, checkpoint_every=1000)  # the toolkit's network
+@pytest.mark.parametrize("kind", ["fast", "toolkit"])
+def test_online_and_offline_give_bit_identical_parameters(tmp_path, small_files, kind):
+    config = TrainConfig(iterations=50, save_every=20, checkpoint_every=1000, step=kind)  # the toolkit's network
     cache_path = build_balltree_cache(tmp_path / "c.h5", small_files[0], nqueries=50 * 32)
     online = run(config, small_files, tmp_path / "online")
     offline = run(config, small_files, tmp_path / "offline", offline_cache=cache_path)
@@ -30,8 +31,9 @@ def test_online_and_offline_give_bit_identical_parameters(tmp_path, small_files)
     assert online.final_loss == offline.final_loss
 
 
-def test_preloaded_cache_gives_the_same_parameters(tmp_path, small_files):
-    config = small_config(iterations=30)
+@pytest.mark.parametrize("kind", ["fast", "toolkit"])
+def test_preloaded_cache_gives_the_same_parameters(tmp_path, small_files, kind):
+    config = small_config(iterations=30, step=kind)
     cache_path = build_balltree_cache(tmp_path / "c.h5", small_files[0], nqueries=30 * 32)
     streamed = run(config, small_files, tmp_path / "streamed", offline_cache=cache_path)
     preloaded = run(config, small_files, tmp_path / "preloaded", offline_cache=cache_path, preload=True)

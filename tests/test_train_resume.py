@@ -37,8 +37,9 @@ def assert_network_matches_checkpoint(result):
         assert (weights == weights2).all() and (bias == bias2).all()
 
 
-def test_interrupted_run_resumes_to_the_parameters_of_an_unbroken_run(tmp_path, small_files):
-    config = small_config(iterations=60, checkpoint_every=25, lr_decay_every=7)
+@pytest.mark.parametrize("kind", ["fast", "toolkit"])
+def test_interrupted_run_resumes_to_the_parameters_of_an_unbroken_run(tmp_path, small_files, kind):
+    config = small_config(iterations=60, checkpoint_every=25, lr_decay_every=7, step=kind)
     unbroken = run(config, small_files, tmp_path / "unbroken")
     with pytest.raises(TrainingInterrupted) as stopped:
         run(config, small_files, tmp_path / "broken", progress=stop_at(30))
@@ -48,6 +49,8 @@ def test_interrupted_run_resumes_to_the_parameters_of_an_unbroken_run(tmp_path, 
     resumed = run(config, small_files, tmp_path / "broken", resume=stopped.value.result.checkpoint_path)
     assert resumed.steps == 60 and resumed.final_loss == unbroken.final_loss
     assert_identical_states(load_checkpoint(unbroken.checkpoint_path), load_checkpoint(resumed.checkpoint_path))
+    with open(unbroken.network_path, "rb") as first, open(resumed.network_path, "rb") as second:
+        assert first.read() == second.read()
 
 
 def test_ctrl_c_stops_at_the_next_step_boundary_and_saves(tmp_path, small_files):
@@ -62,10 +65,11 @@ def test_ctrl_c_stops_at_the_next_step_boundary_and_saves(tmp_path, small_files)
 
 
 def test_resume_extends_a_finished_run(tmp_path, small_files):
-    short = run(small_config(iterations=20), small_files, tmp_path / "a")
+    short = run(small_config(iterations=23), small_files, tmp_path / "a")  # stops between two loss reads
     longer = run(small_config(iterations=35), small_files, tmp_path / "a", resume=short.checkpoint_path)
     unbroken = run(small_config(iterations=35), small_files, tmp_path / "b")
     assert_identical_states(load_checkpoint(longer.checkpoint_path), load_checkpoint(unbroken.checkpoint_path))
+    assert longer.final_loss == unbroken.final_loss
 
 
 def test_resume_refuses_other_numeric_settings(tmp_path, small_files):

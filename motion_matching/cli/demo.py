@@ -31,7 +31,7 @@ def _train_line(progress):
               help="Training iterations (the toolkit runs 500,000).")
 @click.option("--batch-size", default=_DEFAULTS.batch_size, show_default=True, type=click.IntRange(min=1))
 @click.option("--threads", type=click.IntRange(min=1),
-              help="CPU threads for search and training [default: every core for search, one for training].")
+              help="CPU threads for search and training [default: every core].")
 @reports_errors
 def demo(out, frames, iterations, batch_size, threads):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.

@@ -21,7 +21,11 @@ def _config_option(field):
     if isinstance(field.default, bool):
         return click.option(f"{name}/--no-{name[2:]}", default=field.default, show_default=True,
                             help=field.metadata["help"])
-    return click.option(name, type=type(field.default), default=field.default, show_default=True,
+    if "choices" in field.metadata:
+        kind = click.Choice(field.metadata["choices"])
+    else:
+        kind = field.metadata.get("type", type(field.default))
+    return click.option(name, type=kind, default=field.default, show_default=field.default is not None,
                         help=field.metadata["help"])
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 # float32 unit roundoff; the bound is 2 * (n + 4) of them: the worst case of an n-term dot product (n u)
 # plus centring, norms and the final additions, doubled for safety; typical errors are far smaller
-UNIT_ROUNDOFF = 2.0 ** -24
+UNIT_ROUNDOFF = float(np.finfo(np.float32).eps) / 2  # 2^-24; the cells C loop's ROUNDOFF, pinned by a test
 CHUNK_ELEMENTS = 1 << 22  # float64 elements per distance chunk: 32 MiB
 
 

@@ -4,10 +4,11 @@ Every backend returns, for each query, a frame whose squared distance equals the
 in float64 (ties may pick any of the tied frames). Backends:
 
 - ``cells`` (default): k-means cells with ball, principal-axis and per-frame sketch bounds in a compiled
-  loop (``search_cells_compiled.py``, the C extension ``_cellsearch``); where the extension was not
-  built, or the frames are not float32 values, the same idea in numpy (``cells-numpy``);
+  loop (``cells/compiled.py``, the C extension ``_cellsearch``); where the extension was not
+  built, or the frames are not float32 values, the same idea in numpy (``cells-numpy``); both build
+  their cells with ``cells/common.py``;
 - ``cells-numpy``: k-means cells with radius bounds, queries grouped by cell, float32 GEMM, exact
-  float64 settling of near-ties (``search_cells.py``);
+  float64 settling of near-ties (``cells/fallback.py``);
 - ``balltree``: scikit-learn's BallTree in float64, the toolkit's reference;
 - ``faiss-flat``: faiss ``IndexFlatL2`` brute force (8 candidates), made exact by float64 settling of near-ties;
 - ``torch``: brute force with torch on ``device`` (``"cpu"`` or ``"cuda"``), TF32 disabled, same settling.
@@ -19,21 +20,14 @@ import contextlib
 import numpy as np
 
 from motion_matching.errors import MotionMatchingError
-from motion_matching.neighbours.cells import compiled as search_cells_compiled
+from motion_matching.neighbours.cells import compiled
+from motion_matching.neighbours.cells.common import checked_queries
 from motion_matching.neighbours.cells.fallback import CellSearch
 from motion_matching.neighbours.exact import CentredFrames, settle
 
 CANDIDATES = 8  # float32 candidates re-ranked in float64 by the brute-force backends
 FAISS_MIN_QUERIES = 8192  # below ~4,700 queries per call faiss leaves its BLAS path and runs 5x slower
 TORCH_BLOCK_ELEMENTS = 1 << 26  # queries x frames per torch distance block (256 MiB of float32)
-
-
-def _as_queries(queries, nfeatures):
-    """Queries as a contiguous (m, n) float32 array, or ValueError naming the expected shape."""
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    if queries.ndim != 2 or queries.shape[1] != nfeatures:
-        raise ValueError(f"queries must have shape (m, {nfeatures}), got {queries.shape}")
-    return queries
 
 
 class BallTreeSearch:
@@ -46,7 +40,7 @@ class BallTreeSearch:
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n)."""
-        queries = _as_queries(queries, self.nfeatures)
+        queries = checked_queries(queries, self.nfeatures)
         if len(queries) == 0:
             return np.zeros(0, np.int64)
         return self.tree.query(queries, k=1, return_distance=False)[:, 0].astype(np.int64)
@@ -69,7 +63,7 @@ class FaissFlatSearch:
 
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n)."""
-        queries = _as_queries(queries, self.frames.frames.shape[1])
+        queries = checked_queries(queries, self.frames.frames.shape[1])
         if self.threads:
             self.faiss.omp_set_num_threads(int(self.threads))
         parts = [self._block(queries[start:start + FAISS_MIN_QUERIES * 8])
@@ -114,7 +108,7 @@ class TorchBruteSearch:
     def nearest(self, queries, sources=None):
         """Indices (m,) int64 of the nearest frame of each query (m, n)."""
         torch = self.torch
-        queries = _as_queries(queries, self.rows.shape[1])
+        queries = checked_queries(queries, self.rows.shape[1])
         centred, norms = self.frames.centre(queries)
         step = max(1, TORCH_BLOCK_ELEMENTS // len(self.rows))
         count = min(CANDIDATES, len(self.rows))
@@ -137,8 +131,8 @@ class TorchBruteSearch:
 
 def cell_search(features, *, threads=None):
     """The ``cells`` backend: the compiled search where it is built and takes ``features``, else numpy."""
-    if search_cells_compiled.available() and search_cells_compiled.accepts(features):
-        return search_cells_compiled.CompiledCellSearch(features, threads=threads)
+    if compiled.accepts(features):  # built, float32 values, at most compiled.MAX_FEATURES features
+        return compiled.CompiledCellSearch(features, threads=threads)
     return CellSearch(features, threads=threads)
 
 

@@ -5,6 +5,9 @@ batch ``s`` holds queries ``s * batch_size .. (s + 1) * batch_size - 1``. ``Onli
 batch with a BallTree, as the toolkit does; ``OfflineBatches`` reads queries and neighbours from a cache
 built with the same seed, so both give the same batches until the cache runs out. After that the
 offline source goes on with the cache's chunks in a seeded random order (a new order per pass).
+
+A batch is valid until the next call to ``next()``: batches that must be copied (to a GPU, or joined
+across a block boundary) are written into tensors made once and reused.
 """
 import concurrent.futures
 import math
@@ -26,6 +29,40 @@ class Batch(typing.NamedTuple):
     nearest: torch.Tensor
 
 
+class _BatchBuffers:
+    """Tensors of one batch on ``device``, made once and refilled; on CUDA through pinned host memory."""
+
+    def __init__(self, batch_size, nfeatures, device):
+        self.queries = torch.empty((batch_size, nfeatures), dtype=torch.float32, device=device)
+        self.nearest = torch.empty((batch_size,), dtype=torch.int64, device=device)
+        self._host, self._copied = None, None
+        if device.type == "cuda":
+            self._host = (torch.empty_like(self.queries, device="cpu").pin_memory(),
+                          torch.empty_like(self.nearest, device="cpu").pin_memory())
+
+    def from_numpy(self, queries, nearest):
+        """A ``Batch`` holding copies of numpy ``queries`` (B, n) float32 and ``nearest`` (B,) int64."""
+        if self._host is None:
+            self.queries.copy_(torch.from_numpy(queries))
+            self.nearest.copy_(torch.from_numpy(nearest))
+            return Batch(self.queries, self.nearest)
+        if self._copied is not None:  # the previous batch's copy must leave the pinned memory first
+            self._copied.synchronize()
+        self._host[0].numpy()[...] = queries
+        self._host[1].numpy()[...] = nearest
+        self.queries.copy_(self._host[0], non_blocking=True)
+        self.nearest.copy_(self._host[1], non_blocking=True)
+        self._copied = torch.cuda.Event()
+        self._copied.record()
+        return Batch(self.queries, self.nearest)
+
+    def joined(self, pieces):
+        """A ``Batch`` joining ``[(queries, nearest)]`` tensor pieces (already on the device)."""
+        torch.cat([piece[0] for piece in pieces], out=self.queries)
+        torch.cat([piece[1] for piece in pieces], out=self.nearest)
+        return Batch(self.queries, self.nearest)
+
+
 class OnlineBatches:
     """The toolkit's reference path: draw each batch of queries, then search it with a BallTree."""
 
@@ -36,6 +73,8 @@ class OnlineBatches:
         self.seed, self.batch_size, self.device = seed, batch_size, torch.device(device)
         self.position = 0
         self._start, self._queries = 0, self.features[:0]
+        self._buffers = None if self.device.type == "cpu" else _BatchBuffers(batch_size, self.features.shape[1],
+                                                                              self.device)
 
     def seek(self, step):
         """Make the next batch batch number ``step`` (used when resuming)."""
@@ -53,9 +92,11 @@ class OnlineBatches:
     def next(self):
         """The next ``Batch``; the nearest frames come from one BallTree query of the batch."""
         Xhat = self._slice(self.position, self.position + self.batch_size)
-        nearest = self.searcher.nearest(Xhat)
+        nearest = np.asarray(self.searcher.nearest(Xhat), dtype=np.int64)
         self.position += self.batch_size
-        return Batch(torch.from_numpy(Xhat).to(self.device), torch.from_numpy(nearest).to(self.device))
+        if self._buffers is None:  # CPU: the tensors share the arrays' memory, nothing is copied
+            return Batch(torch.from_numpy(Xhat), torch.from_numpy(nearest))
+        return self._buffers.from_numpy(Xhat, nearest)
 
 
 class _Block(typing.NamedTuple):
@@ -90,6 +131,7 @@ class OfflineBatches:
         if preload:
             self._memory = self._read_rows(0, self.nqueries)
         self._pool = None if preload else concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cache-read")
+        self._buffers = None  # made at the first batch that spans two blocks
 
     def seek(self, step):
         """Make the next batch batch number ``step`` (used when resuming)."""
@@ -170,4 +212,6 @@ class OfflineBatches:
             begin = self.position - block.start
             pieces.append((block.queries[begin:begin + take], block.nearest[begin:begin + take]))
             self.position += take
-        return Batch(torch.cat([piece[0] for piece in pieces]), torch.cat([piece[1] for piece in pieces]))
+        if self._buffers is None:
+            self._buffers = _BatchBuffers(self.batch_size, pieces[0][0].shape[1], self.device)
+        return self._buffers.joined(pieces)

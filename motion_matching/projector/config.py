@@ -3,21 +3,26 @@
 The defaults are those of ``resources/train_projector.py`` in orangeduck/Motion-Matching, declared in
 ``toolkit/recipe.py``: seed 1234, batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning
 rate x0.99 every 1,000 iterations, 500,000 iterations, projector.bin written every 1,000 iterations,
-one torch thread, losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference),
-27 -> 512 x 4 -> 27 + 32.
+losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
+Two settings only change how fast a step is computed: ``step`` ("fast", the default: fused AdamW,
+losses read every few steps; "toolkit": the script's single-tensor AdamW, loss read every step) and
+``threads`` (None: every core for the fast step, one thread, the script's, for the toolkit step).
 """
 import dataclasses
+import typing
 
 from motion_matching.toolkit import recipe
+
+STEP_KINDS = ("fast", "toolkit")
 
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device", "exact_toolkit")
+                  "threads", "device", "step", "exact_toolkit")
 
 
-def _field(default, help_text):
-    return dataclasses.field(default=default, metadata={"help": help_text})
+def _field(default, help_text, **metadata):
+    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,19 +47,27 @@ class TrainConfig:
     save_every: int = _field(recipe.SAVE_EVERY,
                              "Iterations between writes of projector.bin (the first follows iteration 0)")
     checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
-    threads: int = _field(recipe.THREADS, "Torch CPU threads (the toolkit uses 1)")
+    threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: every core for the fast step, "
+                                                 "1 (the toolkit's) for the toolkit step]", type=int)
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
+    step: typing.Optional[str] = _field(None, "How each step is computed: fast (fused AdamW, losses read every 10 "
+                                              "steps) or toolkit (the script's AdamW and per-step loss read) "
+                                              "[default: fast; toolkit with --exact-toolkit]", choices=STEP_KINDS)
     exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
-                                        "query stream, one thread, its AdamW; projector.bin only when it writes it")
+                                        "query stream and step (one thread); projector.bin only when it writes it")
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
                      "threads", "hidden", "hidden_layers"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.exact_toolkit and (self.threads != 1 or self.device != "cpu"):
-            raise ValueError("--exact-toolkit runs on one CPU thread, as the toolkit does: pass --threads 1 "
-                             "--device cpu")
+        if self.step is None:  # frozen: the resolved default is set once, here
+            object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")
+        if self.step not in STEP_KINDS:
+            raise ValueError(f"step must be one of {', '.join(STEP_KINDS)}, not {self.step!r}")
+        if self.exact_toolkit and (self.step != "toolkit" or self.threads not in (None, 1) or self.device != "cpu"):
+            raise ValueError("--exact-toolkit runs the toolkit's step on one CPU thread, as the script does: leave "
+                             "out --step, --threads and --device (or pass --step toolkit --threads 1 --device cpu)")
 
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""

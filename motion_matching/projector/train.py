@@ -23,15 +23,15 @@ from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.inputs import load_inputs, open_cache_reader, restore_checkpoint
 from motion_matching.projector.model import module_to_network
-from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector, projector_losses
+from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
+from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
 from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 NETWORK_NAME = "projector.bin"
 CHECKPOINT_NAME = "projector_checkpoint.pt"
-PROGRESS_EVERY = 10  # iterations between progress reports, as the toolkit prints
-ROLLING_KEEP, ROLLING_NEW = 0.99, 0.01  # the toolkit's rolling loss (written out: 1 - 0.99 != 0.01)
+PROGRESS_EVERY = 10  # iterations between progress reports (and fast-step loss reads), as the toolkit prints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,36 +82,36 @@ class _Run:
         self.config, self.inputs, self.progress = config, inputs, progress
         self.device = _device(config.device)
         self.module = make_projector(inputs.X, inputs.Z, config, path=inputs.features_path).to(self.device)
-        self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=config.lr, amsgrad=config.amsgrad,
-                                           weight_decay=config.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, gamma=config.lr_decay)
         self.X = torch.from_numpy(inputs.X).to(self.device)
         self.Z = torch.from_numpy(inputs.Z).to(self.device)
+        self.trainer = TrainStep(self.module, self.X, self.Z, config)
+        self.optimizer = self.trainer.optimizer
+        self.scheduler = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, gamma=config.lr_decay)
         self.network_path = os.path.join(out_dir, NETWORK_NAME)
         self.checkpoint_path = os.path.join(out_dir, CHECKPOINT_NAME)
         self.out_dir, self.plots, self.writer = out_dir, plots, None
         self.tensorboard = tensorboard
-        self.step, self.rolling, self.last_loss = 0, None, float("nan")
+        self.step = 0
+        self.losses = RollingLoss(read_every=PROGRESS_EVERY if config.step == "fast" else 1)
         self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
         self.seconds, self.source, self.stream_state = 0.0, None, None
 
+    @property
+    def rolling(self):
+        """The rolling loss (float, or None before the first step) as of the last read."""
+        return self.losses.value
+
+    @rolling.setter
+    def rolling(self, value):
+        self.losses.value = value
+
     def train_step(self, Xhat, nearest):
-        """One optimiser step on a batch; returns its ``LossTerms``."""
-        Xgnd = self.X.index_select(0, nearest)
-        Zgnd = self.Z.index_select(0, nearest)
-        self.optimizer.zero_grad()
-        terms = projector_losses(self.module, Xhat, Xgnd, Zgnd, self.config)
-        terms.loss.backward()
-        self.optimizer.step()
-        return terms
+        """One optimiser step on a batch; returns its ``LossTerms`` (detached tensors)."""
+        return self.trainer.step(Xhat, nearest)
 
     def after_step(self, i, terms):
         """The toolkit's bookkeeping after iteration ``i``: rolling loss, logs, saves, schedule; then checkpoints."""
-        loss = terms.loss.item()
-        self.rolling = loss if self.rolling is None else self.rolling * ROLLING_KEEP + loss * ROLLING_NEW
-        self.last_loss = loss
-        if self.tensorboard is not None:
-            self.log_tensorboard(i, terms)
+        self.log_tensorboard(self.losses.add(i, terms))
         if i % self.config.save_every == 0:
             self.write_network()
             if self.plots:
@@ -121,6 +121,8 @@ class _Run:
         self.step = i + 1
         if self.step % self.config.checkpoint_every == 0:
             self.write_checkpoint()
+        if self.step % PROGRESS_EVERY == 0 or self.step == self.config.iterations:
+            self.log_tensorboard(self.losses.read())
 
     def loop(self, source):
         """Run iterations ``self.step .. iterations-1``; stops at a step boundary when asked to."""
@@ -140,7 +142,7 @@ class _Run:
         """A ``Progress`` after ``done`` iterations in this session."""
         rate = done / self.seconds if self.seconds > 0 else 0.0
         eta = (self.config.iterations - self.step) / rate if rate > 0 else float("inf")
-        return Progress(self.step, self.config.iterations, self.last_loss, self.rolling,
+        return Progress(self.step, self.config.iterations, self.losses.last, self.rolling,
                         self.optimizer.param_groups[0]["lr"], rate, eta)
 
     def write_network(self):
@@ -155,6 +157,7 @@ class _Run:
 
     def write_checkpoint(self):
         """Write projector_checkpoint.pt (atomically) with everything a resume needs."""
+        self.log_tensorboard(self.losses.read())
         rng = {"torch": torch.get_rng_state()}
         if hasattr(self.source, "stream_state"):
             rng["toolkit_stream"] = self.source.stream_state()
@@ -178,17 +181,21 @@ class _Run:
         write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
                                searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i, draws=draws)
 
-    def log_tensorboard(self, i, terms):
-        """Log the loss and its terms at iteration ``i``, as the toolkit does."""
+    def log_tensorboard(self, folded):
+        """Log the loss and its terms of each ``(iteration, LossTerms of floats)``, as the toolkit does."""
+        if self.tensorboard is None or not folded:
+            return
         if self.writer is None:
             from torch.utils.tensorboard import SummaryWriter
             self.writer = SummaryWriter(self.tensorboard)
-        self.writer.add_scalar("projector/loss", terms.loss.item(), i)
-        self.writer.add_scalars("projector/loss_terms", {"xval": terms.xval.item(), "zval": terms.zval.item(),
-                                                         "dist": terms.dist.item()}, i)
+        for i, terms in folded:
+            self.writer.add_scalar("projector/loss", terms.loss, i)
+            self.writer.add_scalars("projector/loss_terms", {"xval": terms.xval, "zval": terms.zval,
+                                                             "dist": terms.dist}, i)
 
     def result(self, held_out=None):
         """The ``TrainResult`` of the run so far."""
+        self.log_tensorboard(self.losses.read())
         return TrainResult(self.network_path, self.checkpoint_path, self.step,
                            float("nan") if self.rolling is None else self.rolling, held_out, self.seconds,
                            self.source_name)
@@ -256,7 +263,7 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     inputs = load_inputs(features_path, latent_path, database_path)
     os.makedirs(out_dir, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(torch_threads(config.threads))
+        stack.enter_context(torch_threads(resolved_threads(config)))
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
         if resume is not None:
             restore_checkpoint(run, resume)

@@ -1,5 +1,6 @@
 /* Python binding of the compiled cells search (cellsearch.c): one function, ``nearest``, that checks its
-   buffers' sizes and runs the search without the GIL. Used by search_cells_compiled.py. */
+   buffers' sizes and runs the search without the GIL. Its module constants are those of cellsearch.h.
+   Used by compiled.py. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
@@ -59,7 +60,7 @@ static int read_arguments(PyObject *args, Held *held, CellIndex *index, Py_ssize
                           &objects[6], &objects[7], &objects[8], &objects[9], &objects[10], &objects[11],
                           &objects[12], &objects[13], &objects[14], &objects[15]))
         return -1;
-    if (nfeatures <= 0 || width < nfeatures || width % CELLSEARCH_LANES || ncells <= 0 || nrows <= 0 || *nqueries < 0) {
+    if (nfeatures <= 0 || nfeatures > CELLSEARCH_MAX_FEATURES || width < nfeatures || width % CELLSEARCH_LANES || ncells <= 0 || nrows <= 0 || *nqueries < 0) {
         PyErr_SetString(PyExc_ValueError, "invalid sizes");
         return -1;
     }
@@ -141,4 +142,32 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cellsearch",
                                     "Compiled inner loop of the cells search.", -1, methods};
 
-PyMODINIT_FUNC PyInit__cellsearch(void) { return PyModule_Create(&module); }
+/* The constants of cellsearch.h as module constants; 0, or -1 with an exception set. */
+static int add_constants(PyObject *target)
+{
+    static const struct {
+        const char *name;
+        double value;
+    } floats[] = {{"ROUNDOFF", CELLSEARCH_ROUNDOFF},           {"RANK_SLACK", CELLSEARCH_RANK_SLACK},
+                  {"BOUND_SLACK", CELLSEARCH_BOUND_SLACK},     {"SKETCH_SLACK", CELLSEARCH_SKETCH_SLACK},
+                  {"RESIDUAL_SLACK", CELLSEARCH_RESIDUAL_SLACK}, {"ROUND_UP", CELLSEARCH_ROUND_UP}};
+    if (PyModule_AddIntConstant(target, "LANES", CELLSEARCH_LANES) < 0 ||
+        PyModule_AddIntConstant(target, "MAX_FEATURES", CELLSEARCH_MAX_FEATURES) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(floats) / sizeof(floats[0]); i++) {
+        PyObject *value = PyFloat_FromDouble(floats[i].value);
+        if (value == NULL || PyModule_AddObject(target, floats[i].name, value) < 0) {
+            Py_XDECREF(value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyMODINIT_FUNC PyInit__cellsearch(void)
+{
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && add_constants(created) < 0)
+        Py_CLEAR(created);
+    return created;
+}

@@ -13,8 +13,10 @@ intervals and shrink ``|t|^2`` by bounds stated below, so the filter never drops
 """
 import numpy as np
 
+from motion_matching.neighbours.cells.common import ROUND_UP, principal_axes, rounded_outwards
+from motion_matching.neighbours.exact import UNIT_ROUNDOFF
+
 AXES = 4
-FLOAT32_ROUNDOFF = 2.0 ** -24
 
 
 class AxisBounds:
@@ -30,22 +32,19 @@ class AxisBounds:
         self.residual = np.zeros(ncells)
         for cell in range(ncells):
             block = offsets[starts[cell]:starts[cell + 1]]
-            axes = np.linalg.svd(block, full_matrices=True)[2][:count].astype(np.float32)
-            along = block @ axes.T.astype(np.float64)  # (rows, k)
-            rest = block - along @ axes.astype(np.float64)
+            axes, along, residuals = principal_axes(block, count)
             self.axes[cell] = axes
             self.low[cell], self.high[cell] = along.min(axis=0), along.max(axis=0)
-            self.residual[cell] = np.sqrt(np.einsum("ij,ij->i", rest, rest).max())
-        self.residual = (self.residual * (1.0 + 1e-6)).astype(np.float32)
+            self.residual[cell] = residuals.max()
+        self.residual = (self.residual * ROUND_UP).astype(np.float32)
         self.centroid_along = np.einsum("ckn,cn->ck", self.axes.astype(np.float64),
                                         centroids.astype(np.float64)).astype(np.float32)
         self.centroid_norms = np.sqrt(np.einsum("ij,ij->i", centroids, centroids, dtype=np.float64))
-        self.low = np.nextafter(self.low.astype(np.float32), np.float32(-np.inf))  # rounded outwards
-        self.high = np.nextafter(self.high.astype(np.float32), np.float32(np.inf))
+        self.low, self.high = rounded_outwards(self.low, self.high)
         # margins, in float32 roundoffs: |p_j| (an n-term float32 dot product, the rounding of q - mean
         # and of the stored values, a few float32 operations) and |t|^2 (the float32 pass's bound, x4)
-        self.spread_units = np.float32((nfeatures + 8) * FLOAT32_ROUNDOFF)
-        self.shrink_units = np.float32(4 * (nfeatures + 8) * FLOAT32_ROUNDOFF)
+        self.spread_units = np.float32((nfeatures + 8) * UNIT_ROUNDOFF)
+        self.shrink_units = np.float32(4 * (nfeatures + 8) * UNIT_ROUNDOFF)
 
     def keep(self, cell, centred, centred_norms, squared, reach):
         """(g,) bool: queries of a visit whose nearest frame may lie in ``cell``.

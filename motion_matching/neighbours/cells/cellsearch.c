@@ -1,4 +1,4 @@
-/* Compiled inner loop of the ``cells`` search (see search_cells_compiled.py): exact nearest rows.
+/* Compiled inner loop of the ``cells`` search (see compiled.py): exact nearest rows.
 
 The rows are stored cell by cell, each cell's rows sorted by their distance to its centre c. For a
 query q, with t = q - c and an upper bound u on the nearest distance (the query's source row, then
@@ -13,7 +13,8 @@ and a row x of a visited cell (s = x - c) is skipped when
     seven axes and P the projection on them;
 the other rows are compared directly.
 Arithmetic is float32 on float32 data (the frames, the queries, the centres and the axes are float32
-values); every bound is loosened by more than its float32 error bound (the *_SLACK constants), and a
+values); every bound is loosened by more than its float32 error bound (the *_SLACK constants of
+cellsearch.h), and a
 row whose float32 distance (direct differences: relative error below (n + 2) 2^-24) comes within
 RANK_SLACK of the best is compared again in float64, so the answer is the float64 minimum.
 */
@@ -23,12 +24,12 @@ RANK_SLACK of the best is compared again in float64, so the answer is the float6
 #include <string.h>
 
 #define LANES CELLSEARCH_LANES
-#define ROUNDOFF 5.9604645e-8 /* 2^-24 */
-/* the slacks hold for n <= 64 features (search_cells_compiled.MAX_FEATURES) */
-#define RANK_SLACK 1e-5       /* > 2 (n + 2) 2^-24: float32 distances, relative */
-#define BOUND_SLACK 1e-4      /* relative loosening of the float32 ball, axis and range bounds */
-#define SKETCH_SLACK 1e-5     /* sketch margins, relative to |q - c| + r_c (> (n + 1) 2^-24 + rounding) */
-#define RESIDUAL_SLACK 1e-4   /* error of |t|^2 - |p|^2 in float32, relative to |t|^2 (> ~ 8 (n + 1) 2^-24) */
+#define ROUNDOFF CELLSEARCH_ROUNDOFF
+#define RANK_SLACK CELLSEARCH_RANK_SLACK
+#define BOUND_SLACK CELLSEARCH_BOUND_SLACK
+#define SKETCH_SLACK CELLSEARCH_SKETCH_SLACK
+#define RESIDUAL_SLACK CELLSEARCH_RESIDUAL_SLACK
+#define ROUND_UP CELLSEARCH_ROUND_UP
 
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(CELLSEARCH_PORTABLE) /* the latter for tests */
 typedef float Lanes __attribute__((vector_size(32))); /* eight floats: one AVX register, or two SSE ones */
@@ -203,7 +204,7 @@ static INLINE void scan_cell(const CellIndex *index, const float *query, ptrdiff
     errors[LANES - 1] = 0.5f * (high - low) + margin;
     const double reach = sqrt(best->distance) + BOUND_SLACK * (sqrt(best->distance) + centre);
     double threshold = best->distance * (1.0 + RANK_SLACK);
-    float prune = (float)((best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared) * (1.0 + 1e-6));
+    float prune = (float)((best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared) * ROUND_UP);
     int64_t first = lower_position(index->lengths, index->starts[cell], index->starts[cell + 1], centre - reach);
     int64_t last = upper_position(index->lengths, first, index->starts[cell + 1], centre + reach);
     const ptrdiff_t stride = index->nrows + LANES;
@@ -213,7 +214,7 @@ static INLINE void scan_cell(const CellIndex *index, const float *query, ptrdiff
         for (int k = 0; k < LANES && row + k < last; k++)
             if (passes[k] && compare_row(index, query, row + k, threshold, best)) {
                 threshold = best->distance * (1.0 + RANK_SLACK);
-                prune = (float)((best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared) * (1.0 + 1e-6));
+                prune = (float)((best->distance * (1.0 + BOUND_SLACK) + SKETCH_SLACK * offset_squared) * ROUND_UP);
             }
     }
 }

@@ -2,10 +2,19 @@
 #ifndef CELLSEARCH_H
 #define CELLSEARCH_H
 
+#include <float.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* The loop's constants, also module constants of the Python binding (LANES, MAX_FEATURES, ROUNDOFF, ...). */
 #define CELLSEARCH_LANES 8 /* axes per cell (zero axes pad fewer), sketch length; features padded to a multiple */
+#define CELLSEARCH_MAX_FEATURES 64 /* the slacks below hold for sums of at most this many terms */
+#define CELLSEARCH_ROUNDOFF (FLT_EPSILON / 2) /* the float32 unit roundoff, 2^-24 */
+#define CELLSEARCH_RANK_SLACK 1e-5     /* > 2 (n + 2) 2^-24: float32 distances, relative */
+#define CELLSEARCH_BOUND_SLACK 1e-4    /* relative loosening of the float32 ball, axis and range bounds */
+#define CELLSEARCH_SKETCH_SLACK 1e-5   /* sketch margins, relative to |q - c| + r_c (> (n + 1) 2^-24 + rounding) */
+#define CELLSEARCH_RESIDUAL_SLACK 1e-4 /* error of |t|^2 - |p|^2 in float32, relative to |t|^2 (> ~ 8 (n + 1) 2^-24) */
+#define CELLSEARCH_ROUND_UP (1.0 + 1e-6) /* a factor above a float32 rounding (relative 2^-24) */
 
 typedef struct {
     /* rows, centres and queries are padded with zeros to ``width`` = n rounded up to 8 features */

@@ -1,34 +1,43 @@
 """``cells`` with a compiled inner loop (the C extension ``_cellsearch``): the default exact search.
 
-The index is built here with faiss k-means and numpy: frames grouped into cells; each cell's rows
-sorted by their distance to its centre; its radius; its principal axes with the intervals of its rows
-along them and its residual radius; and for each row a sketch (its coordinates along the cell's
-first seven axes and the length of the rest). One float32 GEMM per block of queries gives every
-query-centre dot product; the C loop (see the header of ``cellsearch.c``) then prunes cells by the
-ball and principal-axis bounds and rows by the triangle inequality and their sketches, and compares
-the rest exactly. Blocks of queries run on ``threads`` Python threads (the loop releases the GIL).
+The index is built here with numpy and ``common.py`` (k-means, principal axes): frames grouped into
+cells; each cell's rows sorted by their distance to its centre; its radius; its principal axes with the
+intervals of its rows along them and its residual radius; and for each row a sketch (its coordinates
+along the cell's first seven axes and the length of the rest). One float32 GEMM per block of queries
+gives every query-centre dot product; the C loop (see the header of ``cellsearch.c``) then prunes cells
+by the ball and principal-axis bounds and rows by the triangle inequality and their sketches, and
+compares the rest exactly. Blocks of queries run on ``threads`` Python threads (the loop releases the
+GIL).
 
-It needs the frames to be float32 values (features.bin holds float32) with at most 64 features;
-``accepts`` says whether they are. Queries are rounded to float32, as by every backend.
+It needs the frames to be float32 values (features.bin holds float32) with at most ``MAX_FEATURES`` (64,
+from cellsearch.h) features; ``accepts`` says whether they are. Queries are rounded to float32, as by
+every backend.
 """
 import concurrent.futures
 
 import numpy as np
 
-from motion_matching.neighbours.cells.fallback import available_cores, checked_sources
+from motion_matching.neighbours.cells.common import (
+    available_cores,
+    cell_count,
+    checked_queries,
+    checked_sources,
+    kmeans,
+    principal_axes,
+    rounded_outwards,
+)
 
 try:
     from motion_matching.neighbours.cells import _cellsearch  # cellsearch.c with its Python binding _cellsearch.c
-except ImportError:  # not built (no C compiler at install time): search_cells.CellSearch is used
+except ImportError:  # not built (no C compiler at install time): fallback.CellSearch is used
     _cellsearch = None
 
-LANES = 8  # CELLSEARCH_LANES of cellsearch.h: axes per cell, sketch length; features padded to it
+# from cellsearch.h: axes per cell and sketch length (features are padded to a multiple), and the most
+# features the C loop's float32 slacks hold for; 0 without the extension (then nothing is accepted)
+LANES = _cellsearch.LANES if _cellsearch is not None else 0
+MAX_FEATURES = _cellsearch.MAX_FEATURES if _cellsearch is not None else 0
 BLOCK = 512  # queries per call into C: a (512, C) dot-product block stays in cache
-KMEANS_ITERATIONS = 16
-KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
-KMEANS_SEED = 1234
-MIN_FRAMES_PER_CELL = 8
-MAX_FEATURES = 64  # the C loop's float32 slacks are sized for sums of at most 64 terms
+AXIS_MARGIN = 1e-5  # float32 rounding leaves the axes orthonormal to about 1e-6: residuals widened by 1e-5 r_c
 
 
 def available():
@@ -37,16 +46,12 @@ def available():
 
 
 def accepts(features):
-    """True when ``features`` (F, n) hold float32 values, whatever their dtype, and n <= ``MAX_FEATURES``."""
+    """True when the loop is built and ``features`` (F, n) hold float32 values, whatever their dtype,
+    with n <= ``MAX_FEATURES``."""
     frames = np.asarray(features)
     if frames.ndim != 2 or frames.shape[1] > MAX_FEATURES:
         return False
     return frames.dtype == np.float32 or bool(np.array_equal(frames.astype(np.float32), frames))
-
-
-def cell_count(nframes):
-    """Default number of cells for ``nframes`` frames: about ``4.5 sqrt(F)``, at most ``F / 8``."""
-    return int(max(1, min(nframes // MIN_FRAMES_PER_CELL, round(4.5 * np.sqrt(nframes)))))
 
 
 class CompiledCellSearch:
@@ -59,7 +64,7 @@ class CompiledCellSearch:
 
     def __init__(self, features, *, threads=None, ncells=None):
         if _cellsearch is None:
-            raise RuntimeError("the compiled cells search (_cellsearch) is not built; use search_cells")
+            raise RuntimeError("the compiled cells search (_cellsearch) is not built; use fallback.CellSearch")
         frames = np.asarray(features)
         if frames.ndim != 2 or frames.shape[0] == 0:
             raise ValueError(f"features must be a non-empty (F, n) array, got shape {frames.shape}")
@@ -72,7 +77,7 @@ class CompiledCellSearch:
         self.nfeatures = exact.shape[1]
         self.width = -(-self.nfeatures // LANES) * LANES
         self.threads = max(1, int(threads or available_cores()))
-        centroids, assignment = _kmeans(frames32, ncells or cell_count(len(exact)))
+        centroids, assignment = kmeans(frames32, ncells or cell_count(len(exact)))
         offsets = exact - centroids.astype(np.float64)[assignment]
         lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
         self.order = np.lexsort((lengths, assignment)).astype(np.int64)  # by cell, then by length
@@ -112,14 +117,10 @@ class CompiledCellSearch:
         for cell in range(ncells):
             start, stop = self.starts[cell], self.starts[cell + 1]
             block = offsets[start:stop]
-            axes = np.linalg.svd(block, full_matrices=True)[2][:count].astype(np.float32).astype(np.float64)
-            along = block @ axes.T
-            rest = block - along @ axes
+            axes, along, residuals = principal_axes(block, count)
             self.axes[cell, :self.nfeatures, :count] = axes.T
             low[cell, :count], high[cell, :count] = along.min(axis=0), along.max(axis=0)
-            # float32 rounding of the axes leaves them orthonormal to about 1e-6: margins of 1e-5 r_c
-            margin = 1e-5 * self.radii[cell]
-            residual[cell] = np.sqrt(np.einsum("ij,ij->i", rest, rest).max()) + margin
+            residual[cell] = residuals.max() + AXIS_MARGIN * self.radii[cell]
             sketch = np.zeros((len(block), LANES))
             sketch[:, :min(count, LANES - 1)] = along[:, :LANES - 1]
             rest = block - sketch[:, :min(count, LANES - 1)] @ axes[:LANES - 1]  # directly: no cancellation
@@ -127,8 +128,7 @@ class CompiledCellSearch:
             sketches[start:stop] = sketch
         self.sketch_columns = np.zeros((LANES, len(self.rows) + LANES), np.float32)  # by lane, padded
         self.sketch_columns[:, :len(self.rows)] = sketches.T
-        self.low = np.nextafter(low.astype(np.float32), np.float32(-np.inf))
-        self.high = np.nextafter(high.astype(np.float32), np.float32(np.inf))
+        self.low, self.high = rounded_outwards(low, high)
         self.residual = np.nextafter(residual.astype(np.float32), np.float32(np.inf))
 
     def nearest(self, queries, sources=None):
@@ -137,9 +137,7 @@ class CompiledCellSearch:
         ``sources`` (m,) int64, the frame each query was made from, gives a first upper bound.
         """
         from threadpoolctl import threadpool_limits
-        queries = np.asarray(queries)
-        if queries.ndim != 2 or queries.shape[1] != self.nfeatures:
-            raise ValueError(f"queries must have shape (m, {self.nfeatures}), got {queries.shape}")
+        queries = checked_queries(queries, self.nfeatures)
         sources = checked_sources(sources, len(queries), len(self.order))
         if sources is None:
             start_rows, order = np.full(len(queries), -1, np.int64), np.arange(len(queries))
@@ -175,20 +173,3 @@ class CompiledCellSearch:
                             self.low, self.high, self.residual, self.starts, self.rows,
                             self.lengths, self.sketch_columns, padded, np.ascontiguousarray(start_rows), result)
         return result
-
-
-def _kmeans(frames, ncells):
-    """Centroids (C, n) float32 and each frame's cell (F,) int64, every cell non-empty (faiss k-means)."""
-    ncells = max(1, min(int(ncells), len(frames) // MIN_FRAMES_PER_CELL))
-    if ncells == 1:
-        centre = frames.mean(axis=0, keepdims=True, dtype=np.float64).astype(np.float32)
-        return centre, np.zeros(len(frames), np.int64)
-    import faiss
-    kmeans = faiss.Kmeans(frames.shape[1], ncells, niter=KMEANS_ITERATIONS, seed=KMEANS_SEED, verbose=False,
-                          max_points_per_centroid=KMEANS_SAMPLE_PER_CELL, min_points_per_centroid=1)
-    kmeans.train(frames)
-    _, assignment = kmeans.index.search(frames, 1)
-    counts = np.bincount(assignment[:, 0], minlength=ncells)
-    renumber = np.cumsum(counts > 0) - 1  # drop empty cells
-    return (np.ascontiguousarray(kmeans.centroids[counts > 0], dtype=np.float32),
-            renumber[assignment[:, 0]].astype(np.int64))

@@ -10,31 +10,33 @@ centre ``c``; each cell keeps its radius ``r_c`` (largest frame distance to ``c`
 3. every other cell whose lower bound does not exceed a query's upper bound is visited the same way,
    cell by cell, with the queries that still need it;
 4. a query whose best frame is not ahead of every other frame by more than the float32 error bounds is
-   searched again in float64, and if still tied, by direct differences (``search_exact``); so the
-   result is exact.
+   searched again in float64, and if still tied, by direct differences (``exact.CentredFrames``); so
+   the result is exact.
+
+The cells and their axes come from ``common.py`` (as for the compiled search), the axis bound from
+``axes.py`` and steps 1 to 3 from ``passes.py``, which read the index through the attributes that
+``CellSearch`` documents.
 """
 import concurrent.futures
 import multiprocessing
-import os
 import threading
 
 import numpy as np
 
 from motion_matching.neighbours.cells.axes import AxisBounds
-from motion_matching.neighbours.cells.passes import CellPass
-from motion_matching.neighbours.exact import UNIT_ROUNDOFF, CentredFrames
+from motion_matching.neighbours.cells.common import (
+    ROUND_UP,
+    available_cores,
+    cell_count,
+    checked_queries,
+    checked_sources,
+    kmeans,
+)
+from motion_matching.neighbours.cells.passes import CellPass, QueryBounds
+from motion_matching.neighbours.exact import CentredFrames
 
 QUERY_BLOCK = 32768
 BOUND_ELEMENTS = 1 << 25  # a block has at most this many (cell, query) bounds: 128 MiB of float32
-KMEANS_ITERATIONS = 12
-KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
-KMEANS_SEED = 1234
-MIN_FRAMES_PER_CELL = 20  # k-means needs enough frames per cell to place centroids well
-
-
-def cell_count(nframes):
-    """Default number of cells for ``nframes`` frames: about ``4.5 sqrt(F)``, at most ``F / 40``."""
-    return int(max(1, min(nframes // MIN_FRAMES_PER_CELL, round(4.5 * np.sqrt(nframes)))))
 
 
 class CellSearch:
@@ -43,17 +45,25 @@ class CellSearch:
     ``threads`` (default: the cores available) blocks of ``QUERY_BLOCK`` queries (fewer when there
     are more than ``BOUND_ELEMENTS / QUERY_BLOCK`` cells) are searched at once,
     each with single-threaded BLAS, in forked worker processes (threads where the platform cannot fork).
+
+    The index, read by ``passes.QueryBounds`` and ``passes.CellPass`` (and by nothing else outside):
+    ``frames`` (``exact.CentredFrames``), ``nfeatures`` n; per cell (C cells): ``starts`` (C + 1,) int64
+    (its rows are ``starts[c]:starts[c + 1]``), ``centroids64`` (C, n) float64 centres less the mean,
+    ``centroid_squares`` (C,) their squared norms, ``augmented_centroids`` (n + 2, C) float32
+    ``[-2 c, |c|^2, 1]``, ``radii`` (C,) float32 and ``radii64`` (C,) float64 radii, ``outer`` (C,)
+    bounds on ``|x - mean|`` over its frames, ``axis_bounds`` (``axes.AxisBounds``); per row (F rows,
+    cell by cell): ``order`` (F,) int64 its frame, ``rows32`` (F, n + 1) float32 its ranking row.
     """
 
     def __init__(self, features, *, threads=None, ncells=None):
         self.frames = CentredFrames(features)
+        self.nfeatures = self.frames.frames.shape[1]
         self.threads = max(1, int(threads or available_cores()))
-        centroids, assignment = _kmeans(self.frames.frames, ncells or cell_count(len(self.frames.frames)))
+        centroids, assignment = kmeans(self.frames.frames, ncells or cell_count(len(self.frames.frames)))
         self.order = np.argsort(assignment, kind="stable").astype(np.int64)
-        counts = np.bincount(assignment, minlength=len(centroids))
-        self.starts = np.concatenate([[0], np.cumsum(counts[counts > 0])]).astype(np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(np.bincount(assignment))]).astype(np.int64)
         cell_of_row = np.repeat(np.arange(len(self.starts) - 1), np.diff(self.starts))
-        self.centroids = np.ascontiguousarray(centroids[counts > 0])  # (C, n) float32, minus the mean
+        self.centroids = centroids  # (C, n) float32, minus the mean
         self.centroids64 = self.centroids.astype(np.float64)
         self.centroid_squares = np.einsum("ij,ij->i", self.centroids64, self.centroids64)  # |c - mean|^2
         self.augmented_centroids = np.concatenate(  # (n + 2, C): -2 c, |c|^2, 1
@@ -71,9 +81,9 @@ class CellSearch:
         """
         lengths = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
         self.radii64 = np.maximum.reduceat(lengths, self.starts[:-1])
-        self.radii = (self.radii64 * (1.0 + 1e-6)).astype(np.float32)  # rounded up in float32
+        self.radii = (self.radii64 * ROUND_UP).astype(np.float32)  # rounded up in float32
         # bounds |x - mean| over each cell's frames
-        self.outer = (np.sqrt(self.centroid_squares) + self.radii64) * (1.0 + 1e-6)
+        self.outer = (np.sqrt(self.centroid_squares) + self.radii64) * ROUND_UP
         self.rows32 = np.empty((len(offsets), offsets.shape[1] + 1), np.float32)
         self.rows32[:, :-1] = -2.0 * offsets
         self.rows32[:, -1] = 2.0 * np.einsum("ij,ij->i", self.centroids64[cell_of_row], offsets) + lengths ** 2
@@ -84,10 +94,7 @@ class CellSearch:
         ``sources`` (m,) int64, the frame each query was made from, gives a first upper bound.
         """
         from threadpoolctl import threadpool_limits
-        queries = np.ascontiguousarray(queries, dtype=np.float32)
-        nfeatures = self.frames.frames.shape[1]
-        if queries.ndim != 2 or queries.shape[1] != nfeatures:
-            raise ValueError(f"queries must have shape (m, {nfeatures}), got {queries.shape}")
+        queries = checked_queries(queries, self.nfeatures)
         sources = checked_sources(sources, len(queries), len(self.order))
         step = min(QUERY_BLOCK, max(1024, BOUND_ELEMENTS // len(self.radii)))
         blocks = [slice(start, start + step) for start in range(0, len(queries), step)]
@@ -101,29 +108,12 @@ class CellSearch:
 
     def _search_block(self, queries, sources):
         """Exact nearest frames (m,) int64 of one block of queries (m, n) float32."""
-        bounds = _Bounds(self, queries, sources)
+        bounds = QueryBounds(self, queries, sources)
         result = CellPass(self, bounds).run()
         ambiguous = np.flatnonzero(result.ambiguous())  # a few percent: near-ties in float32
         if len(ambiguous):
             result.ranked[ambiguous] = self.frames.nearest_float64(queries[ambiguous])
         return result.ranked
-
-
-def checked_sources(sources, nqueries, nframes):
-    """``sources`` as (nqueries,) int64 frame indices below ``nframes`` (None stays None), else ValueError."""
-    if sources is None:
-        return None
-    sources = np.asarray(sources, dtype=np.int64)
-    if sources.shape != (nqueries,):
-        raise ValueError(f"sources must have shape ({nqueries},), got {sources.shape}")
-    if len(sources) and not 0 <= sources.min() <= sources.max() < nframes:
-        raise ValueError(f"sources must be frame indices in 0..{nframes - 1}")
-    return sources
-
-
-def available_cores():
-    """CPU cores this process may run on (int)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 _SHARED = {}  # the searcher and blocks of the current call, inherited by forked workers
@@ -154,80 +144,3 @@ def _run_workers(searcher, jobs, workers):
         finally:
             _SHARED.clear()
 
-
-def _kmeans(frames, ncells):
-    """Centroids (C, n) float32 and each frame's cell (F,) int64, C <= ncells (faiss k-means)."""
-    ncells = max(1, min(int(ncells), len(frames) // MIN_FRAMES_PER_CELL))
-    if ncells == 1:
-        return frames.mean(axis=0, keepdims=True).astype(np.float32), np.zeros(len(frames), np.int64)
-    import faiss
-    kmeans = faiss.Kmeans(frames.shape[1], ncells, niter=KMEANS_ITERATIONS, seed=KMEANS_SEED,
-                          verbose=False, max_points_per_centroid=KMEANS_SAMPLE_PER_CELL,
-                          min_points_per_centroid=MIN_FRAMES_PER_CELL)
-    kmeans.train(frames)
-    _, assignment = kmeans.index.search(frames, 1)
-    return np.ascontiguousarray(kmeans.centroids, dtype=np.float32), assignment[:, 0].astype(np.int64)
-
-
-class _Bounds:
-    """Per-block bounds and query forms.
-
-    ``lower`` (C, m) float32: each query's distance to each cell's centre minus the cell's radius, a
-    lower bound on its distance to the cell's frames up to the float32 error handled by ``reach``
-    (+inf at the query's ``nearest_cell`` (m,) int64, visited first, when there are no sources, else
-    ``nearest_cell`` is None); ``upper`` (m,) float32
-    bounds on the distance to the nearest frame, tightened by the passes through ``tighten``, and
-    ``reach`` (m,) float32 the matching threshold on ``lower``. Queries as ``exact`` (m, n) float64,
-    ``augmented`` (m, n + 1) float32 ``[q - mean, 1]`` and ``centred_norms`` (m,) float64 ``|q - mean|``.
-    """
-
-    def __init__(self, index, queries, sources):
-        self.index, self.queries = index, queries
-        self.exact = queries.astype(np.float64)
-        centred, self.centred_norms = index.frames.centre(queries)
-        augmented = np.empty((len(queries), centred.shape[1] + 2), np.float32)
-        augmented[:, :-2], augmented[:, -2], augmented[:, -1] = centred, 1.0, self.centred_norms ** 2
-        self.augmented = np.ascontiguousarray(augmented[:, :-1])
-        squared = index.augmented_centroids.T @ augmented.T  # (C, m): |q|^2 + |c|^2 - 2 q.c
-        # without sources, the nearest centre's cell is visited first to get upper bounds; with them,
-        # the source frame's distance is bound enough and every cell is visited in turn (measured faster)
-        self.nearest_cell = _argmin_columns(squared) if sources is None else None
-        np.maximum(squared, 0.0, out=squared)
-        lower = np.sqrt(squared, out=squared)
-        lower -= index.radii[:, None]
-        if self.nearest_cell is not None:
-            lower[self.nearest_cell, np.arange(len(queries))] = np.inf
-        self.lower = lower
-        squared_error = index.frames.tolerance(self.centred_norms)  # of ``squared`` above
-        self.root_error, self.half_error = np.sqrt(squared_error), squared_error / 2.0
-        self.rounding = 4.0 * UNIT_ROUNDOFF * (self.centred_norms + index.frames.radius)
-        self.upper = np.full(len(queries), np.inf, np.float32)
-        self.reach = np.full(len(queries), np.inf, np.float32)
-        if sources is not None:  # the exact float64 distance to the source frame
-            offsets = self.exact - index.frames.exact[sources]
-            own = np.sqrt(np.einsum("ij,ij->i", offsets, offsets)) * (1.0 + 1e-6)
-            self.tighten(np.arange(len(queries)), own)
-
-    def tighten(self, where, distances):
-        """Lower ``upper`` of queries ``where`` (k,) to ``distances`` (k,) float64 where smaller.
-
-        ``reach`` follows: with ``D^2`` within ``e`` of the true squared distance to a centre, a cell
-        can be skipped when ``(upper + r + s)^2 - e >= (upper + r)^2``, so ``s = e / (2 upper)`` (or
-        ``sqrt(e)``) will do, plus a few roundoffs.
-        """
-        upper = np.minimum(self.upper[where], distances)
-        self.upper[where] = upper
-        with np.errstate(divide="ignore"):
-            slack = np.minimum(self.root_error[where], self.half_error[where] / upper)
-        self.reach[where] = upper + slack + self.rounding[where]
-
-
-def _argmin_columns(matrix):
-    """Row index (m,) int64 of the smallest entry of each column of ``matrix`` (C, m), any if tied.
-
-    ``argmin(axis=0)`` would copy the transposed matrix; a column minimum and one comparison do not.
-    """
-    rows, columns = np.nonzero(matrix == matrix.min(axis=0))
-    result = np.zeros(matrix.shape[1], np.int64)
-    result[columns] = rows
-    return result

@@ -1,0 +1,102 @@
+"""One optimiser step of projector training, the toolkit's way or the fast way, and the loss it reports.
+
+``config.step`` chooses:
+
+- ``"toolkit"``: the script's step: single-tensor AdamW (torch's CPU default), one thread unless
+  ``--threads`` says otherwise, the loss read on the host after every step.
+- ``"fast"`` (the default): the same recipe computed cheaper: fused AdamW (one kernel for every
+  parameter), every available core, neighbours gathered into buffers made once, and the losses kept on
+  the device and read every ``read_every`` steps (``RollingLoss``), so a GPU never waits for the host.
+  Fused AdamW rounds differently from the single-tensor one (last bits), so the two steps give close
+  but not bit-identical parameters; each is deterministic, and online and offline runs agree bit for bit
+  in either mode.
+"""
+import torch
+
+from motion_matching.neighbours.cells.common import available_cores
+from motion_matching.projector.objective import LossTerms, projector_losses
+from motion_matching.toolkit import recipe
+
+ROLLING_KEEP, ROLLING_NEW = 0.99, 0.01  # the toolkit's rolling loss (written out: 1 - 0.99 != 0.01)
+
+
+def resolved_threads(config):
+    """Torch threads of a run: ``config.threads``, else every core (fast step) or 1 (toolkit step)."""
+    if config.threads is not None:
+        return config.threads
+    return available_cores() if config.step == "fast" else recipe.THREADS
+
+
+def make_optimizer(module, config):
+    """The run's AdamW: fused for the fast step, torch's default (single-tensor on CPU) for the toolkit's."""
+    extra = {"fused": True} if config.step == "fast" else {}
+    return torch.optim.AdamW(module.parameters(), lr=config.lr, amsgrad=config.amsgrad,
+                             weight_decay=config.weight_decay, **extra)
+
+
+class TrainStep:
+    """Forward, losses, backward and AdamW on one batch; ``step(queries, nearest)`` returns its ``LossTerms``.
+
+    ``features`` (F, n) and ``latent`` (F, L) are float32 tensors on the module's device; ``nearest``
+    holds row indices into them. The fast step gathers the neighbours' rows into buffers made on
+    the first call and reused (nothing keeps them past the step); the toolkit step allocates per step.
+    """
+
+    def __init__(self, module, features, latent, config):
+        self.module, self.config = module, config
+        self.features, self.latent = features, latent
+        self.optimizer = make_optimizer(module, config)
+        self.fast = config.step == "fast"
+        self._gathered = None
+
+    def _gather(self, nearest):
+        if not self.fast:
+            return self.features.index_select(0, nearest), self.latent.index_select(0, nearest)
+        if self._gathered is None or self._gathered[0].shape[0] != nearest.shape[0]:
+            self._gathered = (self.features.new_empty((nearest.shape[0], self.features.shape[1])),
+                              self.latent.new_empty((nearest.shape[0], self.latent.shape[1])))
+        torch.index_select(self.features, 0, nearest, out=self._gathered[0])
+        torch.index_select(self.latent, 0, nearest, out=self._gathered[1])
+        return self._gathered
+
+    def step(self, queries, nearest):
+        """One optimiser step on ``queries`` (B, n) float32 and ``nearest`` (B,) int64; returns ``LossTerms``."""
+        Xgnd, Zgnd = self._gather(nearest)
+        self.optimizer.zero_grad()
+        terms = projector_losses(self.module, queries, Xgnd, Zgnd, self.config)
+        terms.loss.backward()
+        self.optimizer.step()
+        return LossTerms(*(term.detach() for term in terms))
+
+
+class RollingLoss:
+    """The toolkit's rolling loss (``r = l`` first, then ``r * 0.99 + l * 0.01``), fed device tensors.
+
+    ``add(step, terms)`` only keeps the step's ``LossTerms`` (no host synchronisation); ``read()``
+    copies the pending losses to the host in one transfer and folds them in order, giving exactly the
+    floats a per-step ``loss.item()`` would. ``value`` (float or None) and ``last`` are current after
+    ``read()``; it returns ``[(step, LossTerms of floats)]`` of the steps it folded (for loggers).
+    """
+
+    def __init__(self, value=None, *, read_every=1):
+        self.value, self.last, self.read_every = value, float("nan"), read_every
+        self._pending = []
+
+    def add(self, step, terms):
+        """Keep iteration ``step``'s ``LossTerms`` (0-d tensors); reads once ``read_every`` are pending."""
+        self._pending.append((step, terms))
+        if len(self._pending) >= self.read_every:
+            return self.read()
+        return []
+
+    def read(self):
+        """Fold every pending loss into ``value``; returns the folded ``[(step, LossTerms of floats)]``."""
+        if not self._pending:
+            return []
+        values = torch.stack([torch.stack(tuple(terms)) for _, terms in self._pending]).tolist()
+        folded = [(step, LossTerms(*row)) for (step, _), row in zip(self._pending, values)]
+        self._pending = []
+        for _, terms in folded:
+            self.value = terms.loss if self.value is None else self.value * ROLLING_KEEP + terms.loss * ROLLING_NEW
+            self.last = terms.loss
+        return folded

@@ -1,0 +1,151 @@
+"""The fast step and the toolkit step: same recipe, threads, losses read without a per-step sync, buffers."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from motion_matching.errors import MismatchedFiles
+from motion_matching.neighbours.cells.common import available_cores
+from motion_matching.projector import step as step_module
+from motion_matching.projector.batches import _BatchBuffers
+from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.objective import make_projector, projector_losses
+from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.train import train_projector
+
+from conftest import random_features
+from train_helpers import replace, small_config
+
+
+def run(config, files, out_dir, **options):
+    features_path, latent_path = files
+    return train_projector(config, features_path=features_path, latent_path=latent_path, out_dir=out_dir,
+                           held_out_queries=0, **options)
+
+
+def test_threads_default_to_every_core_for_the_fast_step_and_one_for_the_toolkit_step():
+    assert resolved_threads(TrainConfig()) == available_cores() >= 1
+    assert resolved_threads(TrainConfig(step="toolkit")) == 1
+    assert resolved_threads(TrainConfig(threads=3, step="toolkit")) == 3
+    with pytest.raises(ValueError, match="step must be one of fast, toolkit, not 'quick'"):
+        TrainConfig(step="quick")
+    with pytest.raises(ValueError, match="threads must be at least 1, not 0"):
+        TrainConfig(threads=0)
+
+
+@pytest.mark.parametrize("kind, threads", [("fast", available_cores()), ("toolkit", 1)])
+def test_a_run_uses_its_resolved_thread_count_and_restores_the_previous_one(tmp_path, small_files, kind, threads):
+    seen, before = [], torch.get_num_threads()
+    run(small_config(iterations=10, step=kind), small_files, tmp_path, progress=lambda report: seen.append(
+        torch.get_num_threads()))
+    assert seen == [threads] and torch.get_num_threads() == before
+
+
+def test_the_fast_step_uses_fused_adamw_and_the_toolkit_step_the_single_tensor_default(tmp_path, small_files):
+    fast = load_checkpoint(run(small_config(iterations=3), small_files, tmp_path / "f").checkpoint_path)
+    toolkit = load_checkpoint(run(small_config(iterations=3, step="toolkit"), small_files,
+                                  tmp_path / "t").checkpoint_path)
+    assert fast["optimizer"]["param_groups"][0]["fused"] is True
+    assert toolkit["optimizer"]["param_groups"][0]["fused"] is None
+    assert toolkit["optimizer"]["param_groups"][0]["foreach"] is None  # torch's CPU default: one tensor at a time
+    assert fast["config"]["step"] == "fast" and toolkit["config"]["step"] == "toolkit"
+
+
+def test_the_fast_step_trains_the_same_recipe_to_within_rounding(tmp_path, small_files):
+    fast = load_checkpoint(run(small_config(iterations=30), small_files, tmp_path / "f").checkpoint_path)
+    toolkit = load_checkpoint(run(small_config(iterations=30, step="toolkit"), small_files,
+                                  tmp_path / "t").checkpoint_path)
+    for name, value in toolkit["model"].items():
+        assert torch.allclose(fast["model"][name], value, rtol=0, atol=1e-5), name
+
+
+def test_rolling_loss_read_in_batches_equals_the_per_step_recurrence():
+    losses = np.random.default_rng(3).random(57).astype(np.float32)
+    batched, per_step = RollingLoss(read_every=10), RollingLoss(read_every=1)
+    expected = None
+    for i, value in enumerate(losses):
+        terms = step_module.LossTerms(*(torch.tensor(value * k) for k in (1, 0.25, 0.5, 0.25)))
+        batched.add(i, terms)
+        per_step.add(i, terms)
+        loss = terms.loss.item()
+        expected = loss if expected is None else expected * 0.99 + loss * 0.01
+    folded = batched.read()
+    assert [i for i, _ in folded] == list(range(50, 57))  # the first 50 were read 10 at a time
+    assert batched.value == per_step.value == expected and batched.last == float(losses[-1])
+    assert folded[-1][1].zval == pytest.approx(float(losses[-1]) * 0.5, rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["fast", "toolkit"])
+def test_reported_rolling_loss_equals_the_one_computed_every_step(tmp_path, small_files, monkeypatch, kind):
+    per_step, reads, original_step, original_read = [], [], TrainStep.step, RollingLoss.read
+
+    def step_and_record(self, queries, nearest):
+        terms = original_step(self, queries, nearest)
+        per_step.append(terms.loss.item())
+        return terms
+
+    def read_and_count(self):
+        reads.append(len(self._pending))
+        return original_read(self)
+
+    monkeypatch.setattr(TrainStep, "step", step_and_record)
+    monkeypatch.setattr(RollingLoss, "read", read_and_count)
+    reported = {}
+    result = run(small_config(iterations=35, step=kind), small_files, tmp_path,
+                 progress=lambda report: reported.setdefault(report.step, (report.rolling_loss, report.loss)))
+    expected, rolling = {}, None
+    for i, loss in enumerate(per_step):
+        rolling = loss if rolling is None else rolling * 0.99 + loss * 0.01
+        expected[i + 1] = (rolling, loss)
+    assert reported == {step: expected[step] for step in (10, 20, 30, 35)}
+    assert result.final_loss == rolling == load_checkpoint(result.checkpoint_path)["rolling_loss"]
+    assert max(reads) == (10 if kind == "fast" else 1) and sum(reads) == 35
+
+
+def test_fast_step_gathers_each_batch_fresh_into_its_reused_buffers():
+    X, Z = random_features(300), random_features(300, nfeatures=5, seed=1)
+    config = small_config()
+    module = make_projector(X, Z, config)
+    trainer = TrainStep(module, torch.from_numpy(X), torch.from_numpy(Z), config)
+    rng = np.random.default_rng(0)
+    buffers = None
+    for _ in range(4):
+        nearest = torch.from_numpy(rng.integers(0, 300, 16))
+        queries = torch.from_numpy(X[nearest.numpy()] + 0.1)
+        before = copy.deepcopy(module)
+        with torch.no_grad():
+            expected = projector_losses(before, queries, torch.from_numpy(X[nearest.numpy()]),
+                                        torch.from_numpy(Z[nearest.numpy()]), config).loss
+        assert torch.equal(trainer.step(queries, nearest).loss, expected)
+        assert buffers is None or all(a is b for a, b in zip(buffers, trainer._gathered))
+        buffers = trainer._gathered
+
+
+def test_batch_buffers_copy_their_input_and_are_refilled_in_place():
+    buffers = _BatchBuffers(4, 3, torch.device("cpu"))
+    queries, nearest = np.arange(12, dtype=np.float32).reshape(4, 3), np.arange(4, dtype=np.int64)
+    first = buffers.from_numpy(queries, nearest)
+    queries[:] = -1  # the source array is reused by its owner: the batch must not change
+    assert torch.equal(first.queries, torch.arange(12, dtype=torch.float32).reshape(4, 3))
+    second = buffers.joined([(torch.ones(1, 3), torch.tensor([7])), (torch.zeros(3, 3), torch.tensor([1, 2, 3]))])
+    assert second.queries is first.queries and torch.equal(second.nearest, torch.tensor([7, 1, 2, 3]))
+    assert torch.equal(second.queries.sum(dim=1), torch.tensor([3.0, 0, 0, 0]))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the pinned-memory copy needs one")
+def test_batch_buffers_on_cuda_copy_through_pinned_memory():
+    buffers = _BatchBuffers(4, 3, torch.device("cuda"))
+    batches = []
+    for value in range(3):
+        batch = buffers.from_numpy(np.full((4, 3), value, np.float32), np.full(4, value, np.int64))
+        batches.append((batch.queries.cpu().clone(), batch.nearest.cpu().clone()))
+    assert [int(q[0, 0]) for q, _ in batches] == [0, 1, 2] and [int(n[3]) for _, n in batches] == [0, 1, 2]
+
+
+def test_resume_refuses_the_other_step(tmp_path, small_files):
+    first = run(small_config(iterations=10), small_files, tmp_path)
+    with pytest.raises(MismatchedFiles, match=r"was written with --step fast, this run has toolkit; pass the same"):
+        run(replace(small_config(iterations=20), step="toolkit"), small_files, tmp_path,
+            resume=first.checkpoint_path)
