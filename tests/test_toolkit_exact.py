@@ -190,3 +190,14 @@ def test_cli_builds_describes_and_refuses_toolkit_caches(tmp_path, toolkit_files
     assert uneven.exit_code == 1
     assert uneven.output == ("Error: --queries: --exact-toolkit caches hold whole batches: 650 is not a multiple of "
                              "--batch-size 32 (try 640)\n")
+
+
+def test_exact_toolkit_selects_the_toolkit_step_on_one_thread_and_refuses_others():
+    from motion_matching.projector.config import TrainConfig
+    from motion_matching.projector.step import resolved_threads
+    config = TrainConfig(exact_toolkit=True)
+    assert (config.step, resolved_threads(config)) == ("toolkit", 1)
+    assert TrainConfig().step == "fast"
+    for change in (dict(step="fast"), dict(threads=2), dict(device="cuda")):
+        with pytest.raises(ValueError, match="--exact-toolkit runs the toolkit's step on one CPU thread"):
+            TrainConfig(exact_toolkit=True, **change)
