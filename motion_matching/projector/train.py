@@ -154,6 +154,10 @@ class _Run:
         only after save iterations, so its last one stays."""
         if not self.config.exact_toolkit:
             self.write_network()
+        elif self.step and (self.step - 1) % self.config.save_every:
+            LOG.info("%s holds the network after iteration %d, where the toolkit's script last wrote it; %s holds "
+                     "the state after iteration %d", self.network_path, (self.step - 1) // self.config.save_every
+                     * self.config.save_every, self.checkpoint_path, self.step - 1)
 
     def write_checkpoint(self):
         """Write projector_checkpoint.pt (atomically) with everything a resume needs."""
