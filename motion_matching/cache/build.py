@@ -31,9 +31,10 @@ from motion_matching.cache.format import (
     open_validated,
     read_attributes,
 )
+from motion_matching.cache.grow import copy_prefix, same_stream
 from motion_matching.cache.lock import exclusive_lock
 from motion_matching.cache.rows import chunk_rows_for, rows_for
-from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.toolkit import formats, recipe
 
@@ -52,6 +53,15 @@ class BuildResult:
     resumed_from: int = 0   # rows found in the partial file when this call started
     rows_written: int = 0   # rows searched and written by this call
     seconds: float = 0.0    # wall time of this call
+
+
+class BuildInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a build; ``result`` (a ``BuildResult``, status "interrupted") and ``partial`` (the
+    file kept, whose rows the same call resumes from) say what was kept."""
+
+    def __init__(self, result, partial):
+        super().__init__(f"interrupted with {result.resumed_from + result.rows_written} rows kept in {partial}")
+        self.result, self.partial = result, partial
 
 
 def library_versions():
@@ -131,8 +141,9 @@ def _resume_problem(path, wanted, features):
         return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
-def _open_partial(partial, wanted, features):
-    """Resume ``partial`` if it matches ``wanted``, else start a new one; returns ``(handle, completed rows)``."""
+def _open_partial(partial, wanted, features, *, grow_from=None):
+    """Resume ``partial`` if it matches ``wanted``, else start a new one (seeded with the rows of the smaller
+    cache ``grow_from``, if given); returns ``(handle, completed rows)``."""
     if os.path.exists(partial):
         problem, completed = _resume_problem(partial, wanted, features)
         if problem is None:
@@ -141,7 +152,14 @@ def _open_partial(partial, wanted, features):
             return h5py.File(partial, "r+"), completed
         LOG.warning("%s: starting over: %s", partial, problem)
         os.remove(partial)
-    return _create(partial, wanted, features), 0
+    handle = _create(partial, wanted, features)
+    if grow_from is None:
+        return handle, 0
+    try:
+        return handle, copy_prefix(grow_from, handle, wanted)
+    except BaseException:
+        handle.close()
+        raise
 
 
 def _commit(handle, first, queries, nearest):
@@ -179,10 +197,11 @@ def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     return nqueries
 
 
-def _existing_is_current(out, features_path, wanted, *, force, toolkit_command=None):
-    """True if ``out`` already is this cache; raise if it is another or damaged (unless ``force``)."""
+def _existing_state(out, features_path, wanted, *, force, toolkit_command=None):
+    """What ``out`` is to this build: "absent", "current" (it holds at least the queries wanted), "smaller"
+    (a prefix of them: grow it) or "replace" (another cache, with ``force``); raise if another or damaged."""
     if not os.path.exists(out):
-        return False
+        return "absent"
     refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"],
                       toolkit=toolkit_command)
     try:
@@ -192,19 +211,28 @@ def _existing_is_current(out, features_path, wanted, *, force, toolkit_command=N
         if not force:
             raise CorruptCache(out, f"{error.problem}; not replaced without --force", command=error.command) from None
         LOG.warning("%s: replacing it: %s", out, error.problem)
-        return False
+        return "replace"
     handle.close()
-    if problem is None and (attributes["nqueries"], attributes["seed"]) != (wanted["nqueries"], wanted["seed"]):
-        problem = (f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not "
-                   f"{wanted['nqueries']:,} of seed {wanted['seed']}")
+    option = None
     if problem is None:
         problem = streams.stream_problem(attributes, wanted)
+    if problem is None and attributes["seed"] != wanted["seed"]:
+        problem = f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not of seed {wanted['seed']}"
+        option = f"--seed {attributes['seed']} to use it"
+    if problem is None and attributes["nqueries"] >= wanted["nqueries"]:
+        return "current"  # every backend finds the exact neighbours: the cache's prefix serves
+    if problem is None and not same_stream(attributes, wanted):
+        problem = f"holds {attributes['nqueries']:,} queries searched by the {attributes['backend']} backend"
+        option = f"--backend {attributes['backend']} to grow it to {wanted['nqueries']:,}"
+    if problem is None and streams.toolkit_settings(attributes) is not None:
+        # its rows follow from the generator state, not from the row index: rebuilt, not grown
+        problem = f"holds {attributes['nqueries']:,} queries of the toolkit stream; a toolkit-stream cache is not grown"
     if problem is None:
-        return True
+        return "smaller"
     if not force:
-        raise refusal.stale(f"{problem}; not replaced without --force")
+        raise StaleCache(out, f"{problem}; not replaced without --force", command=refusal.command, option=option)
     LOG.warning("%s: replacing it: %s", out, problem)
-    return False
+    return "replace"
 
 
 def _check_space(partial, wanted):
@@ -219,17 +247,25 @@ def _check_space(partial, wanted):
                                            "free; free some space or choose another --out")
 
 
-def _write_partial(partial, features, searcher, wanted, *, progress, stop_after):
+def _write_partial(partial, features, searcher, wanted, *, progress, stop_after, grow_from=None):
     """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming)``."""
     _check_space(partial, wanted)
-    handle, resumed = _open_partial(partial, wanted, features)
+    handle, resumed = _open_partial(partial, wanted, features, grow_from=grow_from)
     try:
         if progress is not None:
             progress(resumed, wanted["nqueries"])
         completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
+    except KeyboardInterrupt as stop:
+        stop.kept_rows = (int(handle.attrs["completed"]), resumed)  # rows written stay: a resume starts there
+        raise
     finally:
         handle.close()
     return completed, resumed
+
+
+def _held_queries(out):
+    with h5py.File(out, "r") as handle:
+        return int(handle.attrs["nqueries"])
 
 
 def _publish(partial, out):
@@ -252,9 +288,12 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     ``exact_toolkit`` stores the toolkit script's own stream for ``batch_size`` and ``save_every``
     (``database_path`` gives its preview length) instead of the default one.
     ``progress(done_rows, total_rows)`` is called before the first chunk and after each one;
-    ``stop_after`` (int) stops after that many chunks as if interrupted. An existing ``out`` built from
-    other features, another nqueries or seed, or damaged, raises ``StaleCache``/``CorruptCache`` unless
-    ``force``. Returns a ``BuildResult``. Raises ``CacheLocked`` if another build holds ``<out>.lock``.
+    ``stop_after`` (int) stops after that many chunks as if interrupted. An existing ``out`` of the same
+    features, seed and stream is grown when it holds fewer queries and left alone (its prefix serves) when
+    it holds as many or more (``result.nqueries`` then says how many); one built from other features or
+    another seed, or damaged, raises ``StaleCache``/``CorruptCache`` unless ``force``. Returns a
+    ``BuildResult``. Raises ``CacheLocked`` if another build holds ``<out>.lock``, ``BuildInterrupted``
+    on Ctrl-C (the partial file kept).
     """
     started = time.monotonic()
     out, partial = os.fspath(out), os.fspath(out) + ".partial"
@@ -273,17 +312,22 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
                                chunk_rows=chunk_rows, backend=backend, toolkit=toolkit)
     command = dict(toolkit, database_path=database_path) if toolkit else None
     with exclusive_lock(out):
-        if _existing_is_current(out, features_path, wanted, force=force, toolkit_command=command):
-            return BuildResult(out, "up-to-date", nqueries, seconds=time.monotonic() - started)
+        state = _existing_state(out, features_path, wanted, force=force, toolkit_command=command)
+        if state == "current":
+            return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
         try:
             completed, resumed = _write_partial(partial, features, searcher, wanted, progress=progress,
-                                                stop_after=stop_after)
+                                                stop_after=stop_after, grow_from=out if state == "smaller" else None)
             if completed == nqueries:
                 _publish(partial, out)
         except OSError as error:  # a full disk, a vanished folder: keep what was written for a resume
             raise MotionMatchingError(partial, f"cannot write it ({error}); fix that and run the same command "
                                                "again to resume") from None
+        except KeyboardInterrupt as stop:
+            kept, resumed = getattr(stop, "kept_rows", (0, 0))
+            result = BuildResult(out, "interrupted", nqueries, resumed, kept - resumed, time.monotonic() - started)
+            raise BuildInterrupted(result, partial) from None
     status = "built" if completed == nqueries else "interrupted"
     return BuildResult(out, status, nqueries, resumed, completed - resumed, time.monotonic() - started)
 

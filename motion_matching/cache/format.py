@@ -4,6 +4,7 @@ Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n
 ``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
 ``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command that rebuilds the cache.
 """
+import contextlib
 import dataclasses
 import os
 import typing
@@ -13,6 +14,7 @@ import numpy as np
 
 from motion_matching.cache import streams
 from motion_matching.cache.commands import build_cache_command
+from motion_matching.cache.lock import lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.toolkit import formats, recipe
@@ -78,9 +80,9 @@ def open_hdf5(path, refusal, *, mode="r"):
     """Open ``path`` with h5py; a missing, non-HDF5 or damaged file raises the matching error."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        partial = os.path.exists(path + ".partial")
-        raise refusal.missing("an interrupted build left only " + os.path.basename(path) + ".partial (the same "
-                              "command resumes it)" if partial else "no cache file here")
+        if os.path.exists(path + ".partial"):
+            raise partial_refusal(path, refusal)
+        raise refusal.missing("no cache file here")
     if not h5py.is_hdf5(path):
         raise refusal.corrupt("not an HDF5 file")
     try:
@@ -90,6 +92,28 @@ def open_hdf5(path, refusal, *, mode="r"):
         if "truncated" in reason:
             raise refusal.corrupt("truncated HDF5 file (it ends before the data its header announces)") from None
         raise refusal.corrupt(f"damaged HDF5 file that h5py cannot open ({reason})") from None
+
+
+def partial_refusal(path, refusal):
+    """The ``MissingFile`` for a cache of which only ``<path>.partial`` exists: a build holds the lock now,
+    or one was interrupted (then carrying the command that resumes it: the partial file's own query count
+    and seed, and no --force)."""
+    holder = lock_holder(path)
+    name = os.path.basename(path)
+    if holder is not None:
+        return MissingFile(path, f"a build is in progress ({name}.lock is held by {holder}, writing "
+                                 f"{name}.partial); wait for it to finish")
+    nqueries, seed = refusal.nqueries, refusal.seed
+    with contextlib.suppress(OSError, KeyError, TypeError, ValueError):
+        with h5py.File(path + ".partial", "r") as handle:
+            nqueries, seed = int(handle.attrs["nqueries"]), int(handle.attrs["seed"])
+    command = None
+    if refusal.features_path is not None:
+        command = build_cache_command(path, features_path=refusal.features_path, force=False,
+                                      nqueries=DEFAULT_NQUERIES if nqueries is None else nqueries,
+                                      seed=DEFAULT_SEED if seed is None else seed)
+    return MissingFile(path, f"an interrupted build left only {name}.partial; the same command resumes it",
+                       command=command)
 
 
 def _scalar(handle, name, kind, refusal):

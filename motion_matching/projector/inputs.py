@@ -69,12 +69,16 @@ def open_cache_reader(cache_path, config, inputs):
 def _check_cache(reader, cache_path, config, inputs):
     """Raise unless the open, fresh cache ``reader`` holds this run's query stream (``open_cache`` has already
     checked it against features.bin); the error carries the command that builds a cache fit for this run."""
+    # a rebuild keeps the cache's own query count: a short run must not suggest shrinking a big cache
+    nqueries = max(int(reader.nqueries), config.batch_size)
     toolkit = None
     if config.exact_toolkit:
         toolkit = {"batch_size": config.batch_size, "save_every": config.save_every,
                    "database_path": inputs.database_path}
-    command = build_cache_command(cache_path, features_path=inputs.features_path,
-                                  nqueries=config.iterations * config.batch_size, seed=config.seed, toolkit=toolkit)
+        # the toolkit stream is never cycled: whole batches, enough for every iteration
+        nqueries = max(nqueries // config.batch_size * config.batch_size, config.iterations * config.batch_size)
+    command = build_cache_command(cache_path, features_path=inputs.features_path, nqueries=nqueries,
+                                  seed=config.seed, toolkit=toolkit)
     if int(reader.seed) != config.seed:
         raise MismatchedFiles(cache_path, f"holds the query stream of seed {reader.seed}, not {config.seed}",
                               option=command_line("--seed", reader.seed), command=command)

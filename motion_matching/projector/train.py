@@ -16,14 +16,16 @@ import time
 
 import torch
 
+from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours.search import make_searcher, torch_threads
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.inputs import load_inputs, open_cache_reader, restore_checkpoint
+from motion_matching.projector.inputs import load_inputs, open_cache_reader
 from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
+from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
 from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
@@ -58,6 +60,7 @@ class TrainResult:
     held_out: dict
     seconds: float
     source: str
+    resumed_from: int = 0  # iterations already done when this call started
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -94,7 +97,7 @@ class _Run:
         self.step = 0
         self.losses = RollingLoss(read_every=PROGRESS_EVERY if config.step == "fast" else 1)
         self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
-        self.seconds, self.source, self.stream_state = 0.0, None, None
+        self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
 
     @property
     def rolling(self):
@@ -202,13 +205,16 @@ class _Run:
         self.log_tensorboard(self.losses.read())
         return TrainResult(self.network_path, self.checkpoint_path, self.step,
                            float("nan") if self.rolling is None else self.rolling, held_out, self.seconds,
-                           self.source_name)
+                           self.source_name, self.resumed_from)
 
 
 @contextlib.contextmanager
 def _deferred_interrupts(run):
-    """Turn Ctrl-C into a request honoured at the next step boundary, so no state is half-updated."""
-    if threading.current_thread() is not threading.main_thread():
+    """Turn Ctrl-C into a request honoured at the next step boundary, so no state is half-updated.
+
+    A process that ignores SIGINT (a job started in the background) keeps ignoring it.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
 
@@ -242,6 +248,8 @@ def _open_source(stack, run, config, *, offline_cache, preload):
 
 
 def _train(run, source):
+    if run.step >= run.config.iterations:  # a finished run, rerun: its files stay as they are
+        return
     try:
         run.loop(source)
     except KeyboardInterrupt:
@@ -256,21 +264,24 @@ def _train(run, source):
 
 
 def train_projector(config=TrainConfig(), *, features_path, latent_path, database_path=None, offline_cache=None,
-                    out_dir=".", progress=None, resume=None, preload=False, plots=False, tensorboard=None,
-                    held_out_queries=HELD_OUT_QUERIES):
+                    out_dir=".", progress=None, resume=None, force=False, preload=False, plots=False,
+                    tensorboard=None, held_out_queries=HELD_OUT_QUERIES):
     """Train the projector; returns a ``TrainResult``. Raises ``TrainingInterrupted`` after saving on Ctrl-C.
 
     ``progress(Progress)`` is called every 10 iterations and after the last one. ``resume`` names a
-    checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow).
+    checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow); without it,
+    the checkpoint in ``out_dir`` is continued, and files of another run there are refused unless ``force``
+    (which starts over). A finished run, rerun, trains nothing and rewrites nothing.
     ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
     """
+    check_folder_name(out_dir)
     inputs = load_inputs(features_path, latent_path, database_path)
-    os.makedirs(out_dir, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(output_folder(out_dir))
         stack.enter_context(torch_threads(resolved_threads(config)))
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
-        if resume is not None:
-            restore_checkpoint(run, resume)
+        continue_earlier_run(run, resume=resume, force=force)
+        run.resumed_from = run.step
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         source.seek(run.step)
         stack.callback(lambda: run.writer is not None and run.writer.close())
