@@ -15,6 +15,7 @@ import time
 import h5py
 import numpy as np
 
+from motion_matching.cache import streams
 from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     BUILD_KEYS,
@@ -32,10 +33,10 @@ from motion_matching.cache.format import (
 )
 from motion_matching.cache.grow import copy_prefix, same_stream
 from motion_matching.cache.lock import exclusive_lock
+from motion_matching.cache.rows import chunk_rows_for, rows_for
 from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache
-from motion_matching.neighbours import queries as query_stream
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
-from motion_matching.toolkit import formats
+from motion_matching.toolkit import formats, recipe
 
 LOG = logging.getLogger(__name__)
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),
@@ -77,16 +78,23 @@ def library_versions():
     return versions
 
 
-def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend):
-    """The root attributes (dict) of a new cache of ``features`` (F, n) float32, with ``completed`` 0."""
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "features_sha256": sha256,
-            "nframes": features.shape[0], "nfeatures": features.shape[1], "nqueries": nqueries, "seed": seed,
-            "chunk_rows": min(chunk_rows, nqueries), "completed": 0, "query_recipe": query_stream.RECIPE,
-            "query_block": query_stream.QUERY_BLOCK, "noise_scale": query_stream.noise_scale(features),
-            "backend": backend}
+def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend, toolkit=None):
+    """The root attributes (dict) of a new cache of ``features`` (F, n) float32, with ``completed`` 0.
+
+    ``toolkit`` (dict: batch_size, save_every, preview_rows) asks for the toolkit script's stream.
+    """
+    batch_size = toolkit["batch_size"] if toolkit else None
+    wanted = {"format": FORMAT, "format_version": FORMAT_VERSION, "features_sha256": sha256,
+              "nframes": features.shape[0], "nfeatures": features.shape[1], "nqueries": nqueries, "seed": seed,
+              "chunk_rows": chunk_rows_for(chunk_rows, nqueries, batch_size), "completed": 0, "backend": backend}
+    if toolkit:
+        wanted.update(streams.stream_attributes(streams.TOOLKIT, features, **toolkit))
+    else:
+        wanted.update(streams.stream_attributes(streams.DEFAULT, features))
+    return wanted
 
 
-def _create(path, wanted):
+def _create(path, wanted, features):
     """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle."""
     handle = h5py.File(path, "w")
     rows = wanted["chunk_rows"]
@@ -104,6 +112,7 @@ def _create(path, wanted):
     for name, version in library_versions().items():
         handle.attrs[f"version_{name}"] = version
     handle.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    rows_for(features, wanted).create(handle)
     handle.flush()
     return handle
 
@@ -116,7 +125,7 @@ def _resume_problem(path, wanted, features):
         with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
             check_datasets(handle, attributes, refusal)
-            changed = [key for key in BUILD_KEYS if attributes[key] != wanted[key]]
+            changed = [key for key in BUILD_KEYS if attributes.get(key) != wanted.get(key)]
             if changed:
                 return f"it was started with other arguments ({', '.join(changed)} differ)", 0
             completed, rows = attributes["completed"], attributes["chunk_rows"]
@@ -124,8 +133,7 @@ def _resume_problem(path, wanted, features):
                 return f"its completed count {completed} is not a whole number of chunks", 0
             if completed:
                 first = (completed - 1) // rows * rows
-                expected, _ = query_stream.generate_queries(features, seed=wanted["seed"], start=first,
-                                                            stop=completed, scale=wanted["noise_scale"])
+                expected = rows_for(features, wanted).regenerate(handle, first, completed)
                 if not np.array_equal(handle["queries"][first:completed], expected):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
@@ -144,7 +152,7 @@ def _open_partial(partial, wanted, features, *, grow_from=None):
             return h5py.File(partial, "r+"), completed
         LOG.warning("%s: starting over: %s", partial, problem)
         os.remove(partial)
-    handle = _create(partial, wanted)
+    handle = _create(partial, wanted, features)
     if grow_from is None:
         return handle, 0
     try:
@@ -166,17 +174,19 @@ def _commit(handle, first, queries, nearest):
 def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     """Search and write rows ``start..nqueries`` chunk by chunk, generating the next chunk's queries in a thread
     while the current one is searched; returns the completed row count."""
-    nqueries, rows, seed, scale = wanted["nqueries"], wanted["chunk_rows"], wanted["seed"], wanted["noise_scale"]
+    nqueries, rows = wanted["nqueries"], wanted["chunk_rows"]
     firsts = list(range(start, nqueries, rows))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    source = rows_for(features, wanted)
+    source.start(handle, start)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # one worker: chunks drawn in order
         def submit(first):
-            return pool.submit(query_stream.generate_queries, features, seed=seed, start=first,
-                               stop=min(first + rows, nqueries), scale=scale)
+            return pool.submit(source.rows, first, min(first + rows, nqueries))
         pending = submit(firsts[0]) if firsts else None
         for index, first in enumerate(firsts):
-            queries, sources = pending.result()
+            queries, sources, state = pending.result()
             pending = submit(firsts[index + 1]) if index + 1 < len(firsts) else None
             nearest = searcher.nearest(queries, sources)
+            source.record(handle, first + len(queries), state)  # the next chunk's start: flushed by the commit
             _commit(handle, first, queries, nearest)
             if progress is not None:
                 progress(first + len(queries), nqueries)
@@ -187,12 +197,13 @@ def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     return nqueries
 
 
-def _existing_state(out, features_path, wanted, *, force):
+def _existing_state(out, features_path, wanted, *, force, toolkit_command=None):
     """What ``out`` is to this build: "absent", "current" (it holds at least the queries wanted), "smaller"
     (a prefix of them: grow it) or "replace" (another cache, with ``force``); raise if another or damaged."""
     if not os.path.exists(out):
         return "absent"
-    refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"])
+    refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"],
+                      toolkit=toolkit_command)
     try:
         handle, attributes, _, problem = open_validated(out, features_path=features_path, require_fresh=False,
                                                         refusal=refusal)
@@ -203,6 +214,8 @@ def _existing_state(out, features_path, wanted, *, force):
         return "replace"
     handle.close()
     option = None
+    if problem is None:
+        problem = streams.stream_problem(attributes, wanted)
     if problem is None and attributes["seed"] != wanted["seed"]:
         problem = f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not of seed {wanted['seed']}"
         option = f"--seed {attributes['seed']} to use it"
@@ -211,6 +224,9 @@ def _existing_state(out, features_path, wanted, *, force):
     if problem is None and not same_stream(attributes, wanted):
         problem = f"holds {attributes['nqueries']:,} queries searched by the {attributes['backend']} backend"
         option = f"--backend {attributes['backend']} to grow it to {wanted['nqueries']:,}"
+    if problem is None and streams.toolkit_settings(attributes) is not None:
+        # its rows follow from the generator state, not from the row index: rebuilt, not grown
+        problem = f"holds {attributes['nqueries']:,} queries of the toolkit stream; a toolkit-stream cache is not grown"
     if problem is None:
         return "smaller"
     if not force:
@@ -264,9 +280,13 @@ def _publish(partial, out):
 
 def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
                 seed=DEFAULT_SEED, backend=DEFAULT_BACKEND, threads=None, device="cpu",
-                chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None):
+                chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None,
+                exact_toolkit=False, database_path="database.bin", batch_size=recipe.BATCH_SIZE,
+                save_every=recipe.SAVE_EVERY):
     """Build (or resume, or confirm) the cache of ``nqueries`` queries of seed ``seed`` at ``out``.
 
+    ``exact_toolkit`` stores the toolkit script's own stream for ``batch_size`` and ``save_every``
+    (``database_path`` gives its preview length) instead of the default one.
     ``progress(done_rows, total_rows)`` is called before the first chunk and after each one;
     ``stop_after`` (int) stops after that many chunks as if interrupted. An existing ``out`` of the same
     features, seed and stream is grown when it holds fewer queries and left alone (its prefix serves) when
@@ -285,10 +305,14 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     features = formats.load_features(features_path).features
     if features.shape[0] >= 2 ** 31:
         raise InvalidFile(features_path, f"{features.shape[0]} frames do not fit the cache's int32 indices")
+    toolkit = None
+    if exact_toolkit:
+        toolkit = streams.build_settings(database_path, nqueries=nqueries, batch_size=batch_size, save_every=save_every)
     wanted = wanted_attributes(features, sha256=features_sha256(features_path), nqueries=nqueries, seed=seed,
-                               chunk_rows=chunk_rows, backend=backend)
+                               chunk_rows=chunk_rows, backend=backend, toolkit=toolkit)
+    command = dict(toolkit, database_path=database_path) if toolkit else None
     with exclusive_lock(out):
-        state = _existing_state(out, features_path, wanted, force=force)
+        state = _existing_state(out, features_path, wanted, force=force, toolkit_command=command)
         if state == "current":
             return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)

@@ -11,6 +11,7 @@ from motion_matching.cache.build import BuildInterrupted
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
+from motion_matching.toolkit import recipe
 
 FILE = click.Path(dir_okay=False)
 
@@ -31,8 +32,17 @@ FILE = click.Path(dir_okay=False)
               help="Rows per search call, HDF5 chunk and resume step.")
 @click.option("--force", is_flag=True, help="Replace a cache built from other features or arguments.")
 @click.option("--quiet", is_flag=True, help="No progress bar or notes, only errors and the final line.")
+@click.option("--exact-toolkit", is_flag=True,
+              help="Store the toolkit script's own query stream (for train --exact-toolkit --offline).")
+@click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
+              help="With --exact-toolkit: the database.bin whose range 2 sets the preview's draws.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=recipe.BATCH_SIZE, show_default=True,
+              help="With --exact-toolkit: the training batch size the stream is drawn for.")
+@click.option("--save-every", type=click.IntRange(min=1), default=recipe.SAVE_EVERY, show_default=True,
+              help="With --exact-toolkit: the training's projector.bin save interval (its preview draws).")
 @reports_errors
-def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet):
+def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet,
+                        **toolkit):
     """Build the exact-neighbour cache: noisy queries and their nearest frames, in HDF5.
 
     Resumes an interrupted build of the same arguments; does nothing if OUT is already up to date.
@@ -45,7 +55,7 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
         try:
             result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
                                        threads=threads, device=device, chunk_rows=chunk_rows, force=force,
-                                       progress=None if quiet else bar)
+                                       progress=None if quiet else bar, **toolkit)
         except BuildInterrupted as stop:
             bar.close()
             click.echo(describe_interruption(stop), err=True)
@@ -114,6 +124,7 @@ def describe_info(path, info):
              f"frames: {info['nframes']:,} x {info['nfeatures']} features",
              f"features_sha256: {info['features_sha256']}", f"query_recipe: {info['query_recipe']}",
              f"query_block: {info['query_block']}", f"noise_scale: {scale}", f"backend: {info['backend']}",
+             f"stream: {describe_stream(info)}",
              f"created: {info['created']}",
              "versions: " + ", ".join(f"{name} {version}" for name, version in sorted(info["versions"].items()))]
     if info["fresh"] is None:
@@ -121,6 +132,14 @@ def describe_info(path, info):
     else:
         lines.append("fresh: yes" if info["fresh"] else f"fresh: no ({info['freshness']})")
     return lines
+
+
+def describe_stream(info):
+    """The cache's query stream in words (str)."""
+    if info.get("stream", "default") == "default":
+        return "default"
+    return (f"toolkit (batch {info['batch_size']}, save interval {info['save_every']}, "
+            f"preview {info['preview_rows']} rows)")
 
 
 @main.command("verify-cache", short_help=summary("verify-cache"))

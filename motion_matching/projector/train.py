@@ -27,6 +27,7 @@ from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
 from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class _Run:
         self.step = 0
         self.losses = RollingLoss(read_every=PROGRESS_EVERY if config.step == "fast" else 1)
         self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
-        self.seconds, self.resumed_from = 0.0, 0
+        self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
 
     @property
     def rolling(self):
@@ -151,10 +152,22 @@ class _Run:
         """Write projector.bin (runtime layout, atomically)."""
         formats.save_network(self.network_path, module_to_network(self.module))
 
+    def write_last_network(self):
+        """Write projector.bin at the end or on Ctrl-C, except in --exact-toolkit runs: the toolkit writes it
+        only after save iterations, so its last one stays."""
+        if not self.config.exact_toolkit:
+            self.write_network()
+        elif self.step and (self.step - 1) % self.config.save_every:
+            LOG.info("%s holds the network after iteration %d, where the toolkit's script last wrote it; %s holds "
+                     "the state after iteration %d", self.network_path, (self.step - 1) // self.config.save_every
+                     * self.config.save_every, self.checkpoint_path, self.step - 1)
+
     def write_checkpoint(self):
         """Write projector_checkpoint.pt (atomically) with everything a resume needs."""
         self.log_tensorboard(self.losses.read())
         rng = {"torch": torch.get_rng_state()}
+        if hasattr(self.source, "stream_state"):
+            rng["toolkit_stream"] = self.source.stream_state()
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         save_checkpoint(self.checkpoint_path, model=self.module.state_dict(), optimizer=self.optimizer.state_dict(),
@@ -171,8 +184,9 @@ class _Run:
     def write_plots(self, i):
         """Write projector_X.png and projector_Z.png."""
         from motion_matching.projector.plots import write_prediction_plots  # matplotlib only when asked for
+        draws = self.source.preview_draws() if hasattr(self.source, "preview_draws") else None
         write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
-                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i)
+                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i, draws=draws)
 
     def log_tensorboard(self, folded):
         """Log the loss and its terms of each ``(iteration, LossTerms of floats)``, as the toolkit does."""
@@ -216,12 +230,15 @@ def _deferred_interrupts(run):
 
 def _open_source(stack, run, config, *, offline_cache, preload):
     if offline_cache is None:
-        source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
+        if config.exact_toolkit:
+            source = toolkit_online_batches(run, config)
+        else:
+            source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
         run.searcher = source.searcher
         return source
     reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
     run.source_name = "offline"
-    if config.iterations * config.batch_size > reader.nqueries:
+    if config.iterations * config.batch_size > reader.nqueries:  # --exact-toolkit refused such a cache
         LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are read "
                  "again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
     source = OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
@@ -238,11 +255,11 @@ def _train(run, source):
     except KeyboardInterrupt:
         if run.in_step:  # stopped inside a step: the last checkpoint and projector.bin stay the good ones
             raise
-        run.write_network()
+        run.write_last_network()
         run.write_checkpoint()
         LOG.debug("interrupted after %d iterations; checkpoint %s", run.step, run.checkpoint_path)
         raise TrainingInterrupted(run.result()) from None
-    run.write_network()
+    run.write_last_network()
     run.write_checkpoint()
 
 
@@ -265,7 +282,7 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
         continue_earlier_run(run, resume=resume, force=force)
         run.resumed_from = run.step
-        source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
+        run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         source.seek(run.step)
         stack.callback(lambda: run.writer is not None and run.writer.close())
         with _deferred_interrupts(run):
