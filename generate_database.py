@@ -6,7 +6,8 @@
 import logging
 
 from motion_matching.cli.data import generate_database
+from motion_matching.cli.group import ENV_PREFIX
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    generate_database(prog_name="generate_database.py")
+    generate_database(prog_name="generate_database.py", auto_envvar_prefix=ENV_PREFIX)

@@ -38,6 +38,7 @@ setup(
         "scikit-learn>=1.1",
         "scipy>=1.5",
         "threadpoolctl>=3",
+        "tqdm>=4.60",
     ],
     extras_require={
         "plot": ["matplotlib>=3.5"],

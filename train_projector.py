@@ -10,11 +10,15 @@ import logging
 import click
 
 from motion_matching.cli.cache import build_cache_command
-from motion_matching.cli.group import reports_errors
+from motion_matching.cli.group import CONTEXT, OneLineErrors, reports_errors
 from motion_matching.cli.train import run_training, training_options
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class ScriptGroup(OneLineErrors, click.Group):
+    """The script's group: usage errors print one line, as mm-projector's do."""
+
+
+@click.group(cls=ScriptGroup, invoke_without_command=True, context_settings=CONTEXT)
 @training_options
 @click.pass_context
 @reports_errors

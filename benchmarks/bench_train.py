@@ -1,17 +1,20 @@
 """How much does the data path cost training? Offline and online loops against the bare model step.
 
-For synthetic clustered features (30,000 frames, 27 features, 32 latent), each repeat times, in turn
-and in one process: the pure model step (forward, losses, backward, AdamW on one ready-made batch),
-``train_projector`` from a cache (offline) and ``train_projector`` with BallTree searches (online), at
-batch 32 and batch 1024, with the toolkit's network and settings. Rates skip the first 10 iterations
-(warm-up). Prints medians and the ratios offline / pure (1.00: the data path is free) and
-offline / online, by wall clock and by this process's CPU time (the CPU clock is the steadier one on a
-shared machine, as other processes' load does not count against it). Then, in subprocesses, the peak
-resident memory of offline training from a larger cache: after one iteration, and after a whole pass
-streamed and preloaded (streaming should stay flat).
+On the synthetic locomotion database (``generate_database.py``'s 50,000 frames: features.bin and the
+stand-in latent.bin), for each training step (``--step toolkit``: the script's AdamW and per-step loss
+read, one thread; ``--step fast``, the default: fused AdamW, losses read every 10 steps, every core),
+each repeat times, in turn and in one process: the pure model step (``TrainStep`` on a pool of
+ready-made batches), ``train_projector`` from a cache (offline) and ``train_projector`` with BallTree
+searches (online), at batch 32 and batch 1024, with the toolkit's network and settings. Rates skip the
+first 10 iterations (warm-up). Prints medians and the ratios offline / pure (1.00: the data path is
+free) and offline / online, by wall clock and by this process's CPU time (the CPU clock is the steadier
+one on a shared machine for one thread; with several threads it also counts their waiting). Then, in
+subprocesses, the peak resident memory of offline training from a larger cache: after one iteration,
+and after a whole pass streamed and preloaded (streaming should stay flat).
 
-    python benchmarks/bench_train.py [--frames 30000] [--steps-small 300] [--steps-large 20] [--repeats 3]
-                                     [--memory-queries 1000000] [--threads 1] [--json FILE]
+    python benchmarks/bench_train.py [--frames 50000] [--steps-small 300] [--steps-large 20] [--repeats 3]
+                                     [--steps toolkit,fast] [--memory-queries 1000000] [--threads T]
+                                     [--json FILE]
 """
 import json
 import os
@@ -22,48 +25,44 @@ import tempfile
 import time
 
 import click
-import numpy as np
 import torch
 
 from motion_matching import cache
+from motion_matching.data import generate
 from motion_matching.neighbours import queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.objective import make_projector, projector_losses
+from motion_matching.projector.objective import make_projector
+from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
 from motion_matching.projector.train import train_projector
 from motion_matching.toolkit import formats
 
 WARMUP = 10  # iterations left out of every rate (allocations, first save of projector.bin)
 
 
-def synthetic_inputs(folder, nframes, *, nfeatures=27, nlatent=32, seed=0):
-    """Write clustered random-walk features.bin and latent.bin into ``folder``; returns their paths."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((max(nframes // 100, 1), nfeatures))
-    walk = np.cumsum(rng.standard_normal((nframes, nfeatures)) * 0.05, axis=0)
-    X = (centres[rng.integers(0, len(centres), nframes)] + walk - walk.mean(0)).astype(np.float32)
-    Z = (rng.standard_normal((nframes, nlatent)) * 0.25).astype(np.float32)
-    paths = os.path.join(folder, "features.bin"), os.path.join(folder, "latent.bin")
-    zeros = np.zeros(nfeatures, np.float32)
-    formats.save_features(paths[0], formats.Features(X, zeros, zeros + 1))
-    formats.save_latent(paths[1], Z)
-    return paths
+def synthetic_inputs(folder, nframes):
+    """Write the synthetic locomotion database's features.bin and latent.bin into ``folder``; returns their paths."""
+    paths = generate.generate_files(folder, seed=0, nframes=nframes)
+    return paths["features"], paths["latent"]
 
 
 def pure_rate(X, Z, config, *, steps):
-    """(wall, CPU) iterations/s of the bare model step on one ready-made batch (tensors made once)."""
-    torch.set_num_threads(config.threads)
-    Xhat, _ = queries.generate_queries(X, seed=config.seed, start=0, stop=config.batch_size)
+    """(wall, CPU) iterations/s of the bare model step on ready-made batches (tensors made once)."""
+    torch.set_num_threads(resolved_threads(config))
+    Xhat, _ = queries.generate_queries(X, seed=config.seed, start=0, stop=16 * config.batch_size)
     nearest = make_searcher(X, backend="balltree").nearest(Xhat)
-    Xhat, Xgnd, Zgnd = torch.from_numpy(Xhat), torch.from_numpy(X[nearest]), torch.from_numpy(Z[nearest])
+    size = config.batch_size
+    batches = [(torch.from_numpy(Xhat[i * size:(i + 1) * size]), torch.from_numpy(nearest[i * size:(i + 1) * size]))
+               for i in range(16)]
     module = make_projector(X, Z, config)
-    optimizer = torch.optim.AdamW(module.parameters(), lr=config.lr, amsgrad=True, weight_decay=config.weight_decay)
+    trainer = TrainStep(module, torch.from_numpy(X), torch.from_numpy(Z), config)
+    losses = RollingLoss(read_every=10 if config.step == "fast" else 1)
     for step in range(WARMUP + steps):
         if step == WARMUP:
+            losses.read()
             started = time.perf_counter(), time.process_time()
-        optimizer.zero_grad()
-        projector_losses(module, Xhat, Xgnd, Zgnd, config).loss.backward()
-        optimizer.step()
+        losses.add(step, trainer.step(*batches[step % 16]))
+    losses.read()
     return steps / (time.perf_counter() - started[0]), steps / (time.process_time() - started[1])
 
 
@@ -106,26 +105,32 @@ def peak_memory_mib(paths, cache_path, out_dir, *, mode, nqueries):
     return float(output.split()[-1])
 
 
-def speed_rows(paths, folder, *, steps_small, steps_large, repeats, threads):
-    """Table rows (dicts) of median rates and ratios at batch 32 and 1024."""
+def speed_rows(paths, folder, *, steps_small, steps_large, repeats, threads, kinds):
+    """Table rows (dicts) of median rates and ratios at batch 32 and 1024, for each step kind."""
     features, latent = formats.load_features_and_latent(*paths)
     cache_path = os.path.join(folder, "speed.h5")
     cache.build_cache(paths[0], out=cache_path, nqueries=max(32 * steps_small, 1024 * steps_large) + 1024)
     rows = []
     for batch, steps in ((32, steps_small), (1024, steps_large)):
-        config = TrainConfig(iterations=WARMUP + steps, batch_size=batch, threads=threads)
-        rates = {"pure": [], "offline": [], "online": []}
-        for _ in range(repeats):  # side by side, so machine noise hits all three alike
-            rates["pure"].append(pure_rate(features.features, latent, config, steps=steps))
-            rates["offline"].append(train_rate(config, paths, os.path.join(folder, "off"), offline_cache=cache_path))
-            rates["online"].append(train_rate(config, paths, os.path.join(folder, "on")))
-        row = {"batch": batch, "iterations": steps, "repeats": repeats, "threads": threads, "runs": rates}
-        for clock, index in (("wall", 0), ("cpu", 1)):
-            median = {name: statistics.median(value[index] for value in values) for name, values in rates.items()}
-            row.update({f"{name}_it_s_{clock}": value for name, value in median.items()})
-            row[f"offline_over_pure_{clock}"] = median["offline"] / median["pure"]
-            row[f"offline_over_online_{clock}"] = median["offline"] / median["online"]
-        rows.append(row)
+        configs = {kind: TrainConfig(iterations=WARMUP + steps, batch_size=batch, threads=threads, step=kind)
+                   for kind in kinds}
+        rates = {(kind, name): [] for kind in kinds for name in ("pure", "offline", "online")}
+        for _ in range(repeats):  # side by side, so machine noise hits every entry alike
+            for kind, config in configs.items():
+                rates[kind, "pure"].append(pure_rate(features.features, latent, config, steps=steps))
+                rates[kind, "offline"].append(train_rate(config, paths, os.path.join(folder, "off"),
+                                                         offline_cache=cache_path))
+                rates[kind, "online"].append(train_rate(config, paths, os.path.join(folder, "on")))
+        for kind, config in configs.items():
+            row = {"batch": batch, "step": kind, "threads": resolved_threads(config), "iterations": steps,
+                   "repeats": repeats, "runs": {name: rates[kind, name] for name in ("pure", "offline", "online")}}
+            for clock, index in (("wall", 0), ("cpu", 1)):
+                median = {name: statistics.median(value[index] for value in values)
+                          for name, values in row["runs"].items()}
+                row.update({f"{name}_it_s_{clock}": value for name, value in median.items()})
+                row[f"offline_over_pure_{clock}"] = median["offline"] / median["pure"]
+                row[f"offline_over_online_{clock}"] = median["offline"] / median["online"]
+            rows.append(row)
     return rows
 
 
@@ -141,27 +146,30 @@ def memory_row(paths, folder, *, nqueries):
 
 
 @click.command()
-@click.option("--frames", default=30_000, show_default=True, help="Synthetic frames.")
+@click.option("--frames", default=50_000, show_default=True, help="Frames of the synthetic locomotion database.")
 @click.option("--steps-small", default=300, show_default=True, help="Timed iterations at batch 32.")
 @click.option("--steps-large", default=20, show_default=True, help="Timed iterations at batch 1024.")
 @click.option("--repeats", default=3, show_default=True, help="Repeats; medians are reported.")
 @click.option("--memory-queries", default=1_000_000, show_default=True,
               help="Rows of the memory test's cache (0: skip).")
-@click.option("--threads", default=1, show_default=True, help="torch threads (the toolkit uses 1).")
+@click.option("--threads", type=int, default=None,
+              help="Torch threads [default: each step's own: 1 for toolkit, every core for fast].")
+@click.option("--steps", "kinds", default="toolkit,fast", show_default=True, help="Step kinds, comma-separated.")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
-def main(frames, steps_small, steps_large, repeats, memory_queries, threads, json_path):
+def main(frames, steps_small, steps_large, repeats, memory_queries, threads, kinds, json_path):
     """Print the training-speed table and the memory row."""
     click.echo("command: " + " ".join([os.path.basename(sys.executable), *sys.argv]))
     with tempfile.TemporaryDirectory() as folder:
         paths = synthetic_inputs(folder, frames)
         rows = speed_rows(paths, folder, steps_small=steps_small, steps_large=steps_large, repeats=repeats,
-                          threads=threads)
+                          threads=threads, kinds=[kind for kind in kinds.split(",") if kind])
         memory = memory_row(paths, folder, nqueries=memory_queries) if memory_queries else None
-    click.echo(f"{'batch':>5} {'clock':>5} {'pure it/s':>10} {'offline it/s':>13} {'online it/s':>12} "
-               f"{'offline/pure':>13} {'offline/online':>15}")
+    click.echo(f"{'batch':>5} {'step':>7} {'threads':>7} {'clock':>5} {'pure it/s':>10} {'offline it/s':>13} "
+               f"{'online it/s':>12} {'offline/pure':>13} {'offline/online':>15}")
     for row in rows:
         for clock in ("wall", "cpu"):
-            click.echo(f"{row['batch']:>5} {clock:>5} {row['pure_it_s_' + clock]:>10.1f} "
+            click.echo(f"{row['batch']:>5} {row['step']:>7} {row['threads']:>7} {clock:>5} "
+                       f"{row['pure_it_s_' + clock]:>10.1f} "
                        f"{row['offline_it_s_' + clock]:>13.1f} {row['online_it_s_' + clock]:>12.1f} "
                        f"{row['offline_over_pure_' + clock]:>13.3f} {row['offline_over_online_' + clock]:>15.2f}")
     if memory:

@@ -1,14 +1,29 @@
-"""The whole pipeline on synthetic data: database -> exact-neighbour cache -> offline training -> export -> evaluate."""
+"""The whole pipeline on synthetic data: database -> exact-neighbour cache -> offline training -> export -> evaluate.
+
+Run again into the same folder, the demo reuses what fits (identical database files, the cache's rows,
+the training checkpoint) and refuses, before writing anything, files of another demo unless ``force``.
+"""
 import dataclasses
+import filecmp
 import importlib.util
 import os
+import shutil
+import tempfile
 import typing
 
+from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.cache import build_cache
 from motion_matching.data import generate
+from motion_matching.errors import MismatchedFiles
+from motion_matching.fingerprint import file_sha256
 from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.rerun import checkpoint_problem
 from motion_matching.toolkit import recipe
+
+STEPS = ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
+         "evaluate on held-out queries")
+TOOLKIT_FILES = ("database.bin", "features.bin", "latent.bin")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,34 +43,82 @@ class DemoSettings:
         """One cached query per training sample, so the demo never reuses a query."""
         return self.iterations * self.batch_size
 
+    def train_config(self):
+        """The ``TrainConfig`` of the demo's training step."""
+        return TrainConfig(iterations=self.iterations, batch_size=self.batch_size, seed=self.seed,
+                           threads=self.threads, checkpoint_every=self.iterations)
 
-def run_demo(out_dir, settings=DemoSettings(), *, report=lambda step, paths: None, cache_progress=None,
-             train_progress=None):
-    """Run every step into ``out_dir``; ``report(step name, {label: path})`` is called after each step.
+
+def _differing(out_dir, made_dir):
+    """Names of the toolkit files in ``out_dir`` that differ from those just made in ``made_dir``."""
+    return [name for name in TOOLKIT_FILES if os.path.exists(os.path.join(out_dir, name))
+            and not filecmp.cmp(os.path.join(out_dir, name), os.path.join(made_dir, name), shallow=False)]
+
+
+def _refuse_other_demo(out_dir, made_dir, config):
+    """Raise ``MismatchedFiles`` if ``out_dir`` holds files of another demo; returns True if it holds any."""
+    differing = _differing(out_dir, made_dir)
+    if differing:
+        raise MismatchedFiles(os.path.join(out_dir, differing[0]), f"{', '.join(differing)} of another demo (other "
+                              "--frames?) are in this folder; choose another --out, or pass --force to replace them")
+    hashes = {name: file_sha256(os.path.join(made_dir, f"{name}.bin")) for name in ("features", "latent")}
+    checkpoint = os.path.join(out_dir, train.CHECKPOINT_NAME)
+    problem = checkpoint_problem(checkpoint, config, hashes)
+    if problem is not None:
+        raise MismatchedFiles(checkpoint, f"holds another demo's training ({problem}); choose another --out, or "
+                                          "pass --force to replace it")
+
+
+def _place_toolkit_files(out_dir, made_dir):
+    """Move the files made in ``made_dir`` into ``out_dir`` where they are absent or differ; returns their paths."""
+    paths = {}
+    for name in TOOLKIT_FILES:
+        target = os.path.join(out_dir, name)
+        if not os.path.exists(target) or name in _differing(out_dir, made_dir):
+            shutil.copyfile(os.path.join(made_dir, name), target + ".partial")
+            os.replace(target + ".partial", target)
+        paths[name.split(".")[0]] = target
+    return paths
+
+
+def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda step: None,
+             report=lambda step, paths: None, cache_progress=None, train_progress=None):
+    """Run every step into ``out_dir``: ``announce(step name)`` before each step, ``report(step name,
+    {label: path or list of paths})`` after it. Files of another demo there are replaced only with ``force``.
 
     Returns the evaluation report dict (see ``evaluate.evaluate_files``).
     """
-    os.makedirs(out_dir, exist_ok=True)
-    files = generate.generate_files(out_dir, seed=settings.database_seed, nframes=settings.frames)
-    report("generate synthetic database", files)
+    check_folder_name(out_dir)
+    config = settings.train_config()
+    announce(STEPS[0])
+    with tempfile.TemporaryDirectory(prefix="mm-demo-") as made_dir:
+        generate.generate_files(made_dir, seed=settings.database_seed, nframes=settings.frames)
+        if not force:
+            _refuse_other_demo(out_dir, made_dir, config)
+        with output_folder(out_dir):
+            files = _place_toolkit_files(out_dir, made_dir)
+    report(STEPS[0], files)
+    announce(STEPS[1])
     cache_path = os.path.join(out_dir, "projector_cache.h5")
     build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
-                seed=settings.seed, threads=settings.threads, progress=cache_progress)
-    report("build exact-neighbour cache", {"cache": cache_path})
-    config = TrainConfig(iterations=settings.iterations, batch_size=settings.batch_size, seed=settings.seed,
-                         threads=settings.threads, checkpoint_every=settings.iterations)
+                seed=settings.seed, threads=settings.threads, progress=cache_progress, force=force)
+    report(STEPS[1], {"cache": cache_path})
+    announce(STEPS[2])
     trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],
                                     database_path=files["database"], offline_cache=cache_path, out_dir=out_dir,
-                                    progress=train_progress)
-    report("train offline", {"projector": trained.network_path, "checkpoint": trained.checkpoint_path})
+                                    progress=train_progress, force=force)
+    report(STEPS[2], {"projector": trained.network_path, "checkpoint": trained.checkpoint_path})
+    announce(STEPS[3])
     exported = {"projector (runtime .bin)": trained.network_path}
     if importlib.util.find_spec("onnx") is not None:  # an optional extra; the .bin is the runtime's file
         onnx_path = os.path.join(out_dir, "projector.onnx")
         export.export_network(trained.checkpoint_path, onnx_path, format="onnx")
         exported["projector (ONNX)"] = onnx_path
-    report("export", exported)
+    report(STEPS[3], exported)
+    announce(STEPS[4])
     evaluation = evaluate.evaluate_files(trained.network_path, files["features"], files["latent"],
                                          os.path.join(out_dir, "evaluation"), nqueries=settings.evaluation_queries,
                                          threads=settings.threads)
-    report("evaluate on held-out queries", {"report": evaluation["files"][0]})
+    written = evaluation["files"]
+    report(STEPS[4], {"report": written[0], "plots (PNG: truth, output and query per column)": written[1:]})
     return evaluation

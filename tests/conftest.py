@@ -1,5 +1,8 @@
 """Shared fixtures: the read-only fixtures beside the project, and small valid toolkit files."""
+import importlib.util
 import pathlib
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +12,50 @@ from motion_matching.toolkit import formats
 TESTS = pathlib.Path(__file__).parent
 SHARED = TESTS.parent.parent / "shared" / "fixtures"
 TOOLKIT_NETWORKS = TESTS / "data" / "toolkit"
+
+
+TORCH_ABSENT = importlib.util.find_spec("torch") is None
+NEEDS_TORCH = "needs torch, which is not installed (the torch-free run of the suite, as in .ci/run)"
+
+
+FORK_WARNING = "use of fork() may lead to deadlocks"  # Python 3.12+, forking while threads run
+
+
+def pytest_configure(config):
+    """Warnings raised by the project's own code fail the tests."""
+    config.addinivalue_line("filterwarnings", "error:::motion_matching")
+
+
+@pytest.fixture(autouse=True)
+def forking_a_threaded_process_fails():
+    """Fail a test during which a threaded process forked (os.fork cannot raise the warning as an error, so it
+    is recorded and checked here); other warnings recorded meanwhile are passed on to pytest."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.filterwarnings("always", message=".*" + re.escape(FORK_WARNING), category=DeprecationWarning)
+        yield
+    forks = [str(warning.message) for warning in caught if FORK_WARNING in str(warning.message)]
+    for warning in caught:
+        if FORK_WARNING not in str(warning.message):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    if forks:
+        pytest.fail(f"a threaded process forked: {forks[0]}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """Without torch, a test module that imports it (directly or through ``projector/``) is skipped, saying
+    why, instead of failing to collect; any other import error still fails."""
+    outcome = yield
+    report = outcome.get_result()
+    if TORCH_ABSENT and report.failed and isinstance(collector, pytest.Module) and \
+            "No module named 'torch'" in str(report.longrepr):
+        report.outcome, report.longrepr = "skipped", (str(collector.path), 0, f"Skipped: {NEEDS_TORCH}")
+
+
+def needs_torch():
+    """Skip the calling test, saying why, when torch is not installed."""
+    if TORCH_ABSENT:
+        pytest.skip(NEEDS_TORCH)
 
 
 def shared_fixture(*parts):

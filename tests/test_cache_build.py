@@ -128,12 +128,39 @@ def test_stale_cache_is_refused_unchanged_without_force_and_rebuilt_with_it(refe
         assert reader.nframes == 1500
 
 
-def test_other_query_count_is_refused_unchanged(reference, features_path):
+def test_another_seed_is_refused_unchanged_suggesting_the_caches_seed(reference, features_path):
     out = copy_of(reference[1], features_path.parent)
     before = digest(out)
-    with pytest.raises(StaleCache, match=f"^{out}: holds 20,000 queries of seed 7, not 30,000 of seed 7; "):
-        build(features_path, out, nqueries=30_000)
+    with pytest.raises(StaleCache) as refusal:
+        build(features_path, out, seed=8)
+    assert refusal.value.problem == "holds 20,000 queries of seed 7, not of seed 8; not replaced without --force"
+    assert refusal.value.option == "--seed 7 to use it"
+    assert refusal.value.command.endswith("--queries 20000 --seed 8 --force")
     assert digest(out) == before
+
+
+def test_more_queries_of_the_same_stream_grow_the_cache_to_what_a_fresh_build_gives(reference, features_path):
+    small = features_path.parent / "small.h5"
+    build(features_path, small, nqueries=NQUERIES // 2 + 100)  # not a whole number of chunks
+    grown = build(features_path, small)
+    assert (grown.status, grown.resumed_from) == ("built", NQUERIES // 2 // CHUNK * CHUNK)
+    assert grown.rows_written == NQUERIES - grown.resumed_from
+    assert_same_contents(small, reference[1])
+
+
+def test_fewer_queries_use_the_prefix_of_the_cache(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    before = (digest(out), os.stat(out).st_mtime_ns)
+    result = build(features_path, out, nqueries=1_600)
+    assert (result.status, result.nqueries) == ("up-to-date", NQUERIES)
+    assert (digest(out), os.stat(out).st_mtime_ns) == before
+
+
+def test_growing_needs_the_caches_backend(reference, features_path):
+    out = copy_of(reference[1], features_path.parent)
+    with pytest.raises(StaleCache, match="searched by the faiss-flat backend; not replaced without --force; pass "
+                                         "--backend faiss-flat to grow it to 20,001 or run: "):
+        build(features_path, out, nqueries=NQUERIES + 1, backend="balltree")
 
 
 def test_damaged_cache_is_refused_unchanged_without_force(features_path):
@@ -240,3 +267,17 @@ def test_a_full_disk_is_refused_before_writing(features_path, monkeypatch):
     with pytest.raises(MotionMatchingError, match=f"^{out}.partial: needs 2 MB more but {out.parent} has 1 MB free; "):
         build(features_path, out)
     assert not os.path.exists(f"{out}.partial")
+
+
+def test_numpy_cell_search_workers_run_beside_the_query_thread_without_forking(features_path, monkeypatch):
+    # several blocks per chunk, so the fallback search starts its workers while the builder's query thread
+    # runs; forking there warns on Python 3.12+ (an error under the suite's warning filters)
+    from motion_matching.neighbours.cells import fallback
+    monkeypatch.setattr(fallback, "QUERY_BLOCK", 1024)
+    out = features_path.parent / "numpy.h5"
+    build(features_path, out, nqueries=8192, chunk_rows=4096, backend="cells-numpy", threads=2)
+    with cache.open_cache(out, features_path=features_path) as reader:
+        queries, nearest = reader.read(0, 8192)
+    expected = build(features_path, features_path.parent / "flat.h5", nqueries=8192, chunk_rows=4096)
+    with cache.open_cache(expected.path, features_path=features_path) as reader:
+        assert np.array_equal(nearest, reader.read(0, 8192)[1])

@@ -1,7 +1,8 @@
-"""The progress bar build-cache draws: rate since its first call (so resumed rows do not count) and ETA."""
+"""The progress display of build-cache, train and demo: tqdm's style, rate since the first call (so resumed
+rows do not count), a bar on a terminal and a plain line every few seconds elsewhere."""
 import io
 
-from motion_matching.cli.progress import ProgressBar, format_duration
+from motion_matching.cli.progress import PLAIN_EVERY, ProgressBar, format_duration
 
 
 class Clock:
@@ -12,25 +13,54 @@ class Clock:
         return self.now
 
 
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
 def test_format_duration_is_hours_minutes_seconds():
     assert [format_duration(s) for s in (0, 59.6, 3725, -3)] == ["0:00:00", "0:01:00", "1:02:05", "0:00:00"]
 
 
 def test_rate_and_time_left_count_only_rows_done_since_the_first_call():
     clock, stream = Clock(), io.StringIO()
-    bar = ProgressBar(unit="queries", stream=stream, width=10, clock=clock)
+    bar = ProgressBar(unit="queries", label="build-cache", stream=stream, clock=clock)
     bar(4_000, 10_000)   # a resumed build starts at row 4,000
-    clock.now += 4.0
+    clock.now += PLAIN_EVERY
     bar(6_000, 10_000)
-    assert stream.getvalue().split("\r")[-1] == \
-        "[######....] 6,000/10,000 queries  60.0%  500 queries/s  ETA 0:00:08"
+    assert stream.getvalue().splitlines()[-1] == \
+        "build-cache:  60%|######    | 6000/10000 [00:05<00:10, 400.00 queries/s]"
+
+
+def test_without_a_terminal_a_plain_line_comes_every_few_seconds_and_at_the_end():
+    clock, stream = Clock(), io.StringIO()
+    bar = ProgressBar(unit="it", stream=stream, clock=clock)
+    for step in range(0, 101):
+        bar(step, 100, f"loss {1 / (step + 1):.4f}")
+        clock.now += 0.25  # 25 s in all
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert len(lines) == 1 + int(25 / PLAIN_EVERY)  # the first call, then one per PLAIN_EVERY seconds
+    assert lines[-1].startswith("100%|##########| 100/100 [00:25<00:00,")
+    assert lines[-1].endswith(" 4.00 it/s, loss 0.0099]")
+
+
+def test_on_a_terminal_the_bar_redraws_one_line_and_close_ends_it():
+    stream = Terminal()
+    bar = ProgressBar(unit="queries", stream=stream)
+    assert bar.terminal
+    for done in range(0, 1000, 100):
+        bar(done, 1000)
+    bar(1000, 1000)
     bar.close()
-    assert stream.getvalue().endswith("\n")
+    text = stream.getvalue()
+    assert "\r" in text and text.endswith("\n") and text.count("\n") == 1
+    assert "1000/1000" in text
 
 
-def test_first_call_has_no_rate_yet_and_close_without_drawing_writes_nothing():
+def test_quiet_bar_and_first_call_show_nothing_odd():
     stream = io.StringIO()
-    assert ProgressBar(stream=stream, width=4, clock=Clock()).line(0, 8) == \
-        "[....] 0/8 queries   0.0%  0 queries/s  ETA --:--:--"
+    ProgressBar(stream=stream, quiet=True)(5, 10)
     ProgressBar(stream=stream).close()
     assert stream.getvalue() == ""
+    assert ProgressBar(stream=stream, clock=Clock()).line(0, 8) == "  0%|          | 0/8 [00:00<?, ? queries/s]"

@@ -1,9 +1,12 @@
 """Every damaged, foreign, partial, stale or tampered cache is refused with one line naming the problem."""
+import os
+
 import h5py
 import numpy as np
 import pytest
 
 from motion_matching import cache
+from motion_matching.cache.lock import exclusive_lock, lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.toolkit import formats
 
@@ -99,8 +102,25 @@ def test_missing_cache_and_interrupted_build_are_told_apart(good, tmp_path):
     path = tmp_path / "never.h5"
     refusal(MissingFile, path, features_path, "no cache file here", **DEFAULTS)
     build(features_path, path, stop_after=1)
-    refusal(MissingFile, path, features_path, "an interrupted build left only never.h5.partial (the same command "
-                                              "resumes it)", **DEFAULTS)
+    resume = command(path, features_path).replace(" --force", "")  # its own count and seed, no --force
+    for check in (cache.open_cache, cache.verify_cache, cache.cache_info):
+        with pytest.raises(MissingFile) as raised:
+            check(path, features_path=features_path)
+        assert str(raised.value) == (f"{path}: an interrupted build left only never.h5.partial; the same command "
+                                     f"resumes it; {resume}")
+
+
+def test_a_build_in_progress_is_said_so_naming_the_process(good, tmp_path):
+    features_path, _ = good
+    path = tmp_path / "race.h5"
+    build(features_path, path, stop_after=1)
+    with exclusive_lock(path):  # as a running build holds it
+        for check in (cache.open_cache, cache.verify_cache, cache.cache_info):
+            with pytest.raises(MissingFile) as raised:
+                check(path, features_path=features_path)
+            assert str(raised.value) == (f"{path}: a build is in progress (race.h5.lock is held by process "
+                                         f"{os.getpid()}, writing race.h5.partial); wait for it to finish")
+    assert lock_holder(path) is None
 
 
 ROW_PROBLEMS = {  # name: (row, column, value, problem from reading, problem from verify_cache)

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from motion_matching import cache
 from motion_matching.cache.lock import exclusive_lock
+from motion_matching.cli import cache as cli_cache
 from motion_matching.cli import main
 from motion_matching.cli.cache import build_cache_command
 from motion_matching.toolkit import formats
@@ -43,7 +44,8 @@ def test_build_prints_one_line_and_draws_progress_on_stderr(tmp_path, reference)
     assert result.exit_code == 0, result.output
     assert re.fullmatch(f"wrote {out}: 20,000 queries; 20,000 searched in [0-9.]+ s \\([0-9,]+ queries/s\\)\n",
                         result.stdout)
-    assert "20,000/20,000 queries 100.0%" in result.stderr and "queries/s  ETA 0:00:00" in result.stderr
+    assert re.fullmatch(r"build-cache:   0%.*\n"
+                        r"build-cache: 100%\|#+\| 20000/20000 \[\d\d:\d\d<00:00, +[\d.]+ queries/s\]\n", result.stderr)
     again = run(*build_arguments(features_path, out))
     assert (again.exit_code, again.stdout) == (0, f"{out} is up to date (20,000 queries); nothing to do\n")
 
@@ -176,3 +178,37 @@ def test_quiet_build_leaves_the_log_levels_as_it_found_them(tmp_path, reference)
     before = logging.getLogger("motion_matching").level, logging.getLogger("faiss").level
     assert run(*build_arguments(features_path, tmp_path / "c.h5", "--quiet")).exit_code == 0
     assert (logging.getLogger("motion_matching").level, logging.getLogger("faiss").level) == before
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_resume_and_exits_130(tmp_path, reference, monkeypatch):
+    features_path = copy_of(reference[0], tmp_path, "features.bin")
+    out = tmp_path / "cache.h5"
+    real_bar = cli_cache.ProgressBar
+
+    class InterruptedBar(real_bar):
+        def __call__(self, done, total, note=""):
+            if done >= CHUNK:
+                raise KeyboardInterrupt  # as Ctrl-C does, after the first chunk is written
+            super().__call__(done, total, note)
+    monkeypatch.setattr(cli_cache, "ProgressBar", InterruptedBar)
+    result = run(*build_arguments(features_path, out))
+    assert result.exit_code == 130
+    assert result.stderr.endswith(f"interrupted: {out}.partial keeps 8,192 of 20,000 queries; run the same command "
+                                  "again to resume from there\n")
+    assert "Aborted" not in result.output and not out.exists()
+    monkeypatch.setattr(cli_cache, "ProgressBar", real_bar)
+    resumed = run(*build_arguments(features_path, out, "--quiet"))
+    assert resumed.stdout.startswith(f"wrote {out}: 20,000 queries, resumed at row 8,192; ")
+
+
+def test_more_queries_grow_the_cache_and_fewer_use_its_prefix(good):
+    features_path, out = good
+    fewer = run("build-cache", "--features", features_path, "--out", out, "--queries", 1_600, "--seed", SEED,
+                "--backend", BACKEND, "--chunk-rows", CHUNK)
+    assert fewer.exit_code == 0
+    assert fewer.stdout == (f"{out} holds 20,000 queries, more than the 1,600 asked for: its first 1,600 are those; "
+                            "nothing to do\n")
+    more = run("build-cache", "--features", features_path, "--out", out, "--queries", 30_000, "--seed", SEED,
+               "--backend", BACKEND, "--chunk-rows", CHUNK, "--quiet")
+    assert more.exit_code == 0, more.output
+    assert more.stdout.startswith(f"wrote {out}: 30,000 queries, resumed at row 16,384; 13,616 searched in ")

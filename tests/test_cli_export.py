@@ -80,3 +80,32 @@ def test_commands_have_help_with_an_example(command):
     result = invoke(command, "--help")
     assert result.exit_code == 0
     assert "Example: mm-projector " + command in result.output
+
+
+def test_export_takes_the_format_from_the_extension(tmp_path):
+    pytest.importorskip("onnx", reason="ONNX export needs the optional [onnx] extra")
+    import onnx
+    out = tmp_path / "guess.onnx"
+    result = invoke("export", TOOLKIT_NETWORKS / "projector.bin", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"wrote {out}: onnx, ")
+    onnx.checker.check_model(onnx.load(out))
+
+
+def test_export_refuses_a_format_that_contradicts_the_extension(tmp_path):
+    for name, format_ in (("guess.onnx", "bin"), ("projector.bin", "onnx")):
+        out = tmp_path / name
+        result = invoke("export", TOOLKIT_NETWORKS / "projector.bin", "--out", out, "--format", format_)
+        assert result.exit_code == 1
+        assert result.output == (f"Error: {out}: its extension names the {name.split('.')[1]} format but --format "
+                                 f"{format_} was given; drop --format or name the file *.{format_}\n")
+        assert not out.exists()
+
+
+def test_evaluate_reads_features_and_latent_of_the_current_folder_by_default(tmp_path, monkeypatch):
+    write_small_toolkit_files(tmp_path, nframes=500)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("evaluate", "--projector", TOOLKIT_NETWORKS / "projector.bin", "--out", "evaluation",
+                    "--queries", 500, "--no-plots")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "evaluation" / "evaluation.json").read_text())["nframes"] == 500

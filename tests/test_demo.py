@@ -1,19 +1,37 @@
-"""The demo command runs the whole pipeline and says where each file went."""
+"""The demo command runs the whole pipeline, announcing each step before it runs and saying where each file
+went; run again into the same folder it reuses what fits and refuses another demo's files before writing."""
 import json
+import logging
+import os
 
 from click.testing import CliRunner
 
 from motion_matching.cli import main
+from motion_matching.demo import STEPS
 from motion_matching.toolkit import formats
+
+SMALL = ["--frames", "1000", "--iterations", "20"]
+
+
+def demo(out, *arguments):
+    return CliRunner().invoke(main, ["demo", "--out", str(out), *SMALL, *arguments])
+
+
+def modification_times(folder):
+    return {name: os.stat(folder / name).st_mtime_ns for name in sorted(os.listdir(folder))
+            if os.path.isfile(folder / name)}
 
 
 def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):
     out = tmp_path / "demo"
-    result = CliRunner().invoke(main, ["demo", "--out", str(out), "--frames", "2000", "--iterations", "40"])
+    result = demo(out)
     assert result.exit_code == 0, result.output
-    for step in ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
-                 "evaluate on held-out queries"):
-        assert f"== {step}" in result.output
+    lines = result.stdout.splitlines()
+    headings = [index for index, line in enumerate(lines) if line.startswith("== ")]
+    assert [lines[index] for index in headings] == [f"== {step}" for step in STEPS]
+    assert lines[headings[0] + 1] == f"   database: {out / 'database.bin'}"  # the step's files follow its heading
+    assert lines[headings[1] + 1] == f"   cache: {out / 'projector_cache.h5'}"
+    assert f"   plots (PNG: truth, output and query per column): {out / 'evaluation' / 'projector_X.png'}" in lines
     network = formats.load_network(out / "projector.bin")
     assert network.sizes == [27, 512, 512, 512, 512, 59]
     features, latent = formats.load_features_and_latent(out / "features.bin", out / "latent.bin")
@@ -21,3 +39,29 @@ def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):
     report = json.loads((out / "evaluation" / "evaluation.json").read_text())
     assert 0.0 <= report["match"]["top1"] <= 1.0
     assert f"{out / 'projector.bin'}" in result.output
+
+
+def test_a_rerun_reuses_what_fits_and_refuses_another_demo_before_writing(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="motion_matching")
+    out = tmp_path / "demo"
+    assert demo(out).exit_code == 0
+    database_time = os.stat(out / "database.bin").st_mtime_ns
+    longer = demo(out, "--iterations", "30")  # the same database; the cache grows, training continues
+    assert longer.exit_code == 0, longer.output
+    assert os.stat(out / "database.bin").st_mtime_ns == database_time
+    assert "growing it to 960 queries" in caplog.text and "continuing the run it holds at iteration 20" in caplog.text
+    before = modification_times(out)
+    shorter = demo(out, "--iterations", "10")
+    assert shorter.exit_code == 1
+    assert shorter.stderr == (f"Error: {out / 'projector_checkpoint.pt'}: holds another demo's training (it holds 30 "
+                              "iterations, more than the 10 asked for); choose another --out, or pass --force to "
+                              "replace it\n")
+    other = demo(out, "--frames", "1200")
+    assert other.exit_code == 1
+    assert other.stderr == (f"Error: {out / 'database.bin'}: database.bin, features.bin, latent.bin of another demo "
+                            "(other --frames?) are in this folder; choose another --out, or pass --force to replace "
+                            "them\n")
+    assert modification_times(out) == before
+    forced = demo(out, "--frames", "1200", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert formats.load_database(out / "database.bin").nframes == 1200

@@ -153,4 +153,20 @@ def test_plots_have_one_panel_per_column(tmp_path):
         png = open(path, "rb").read()
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         heights.append(int.from_bytes(png[20:24], "big"))  # IHDR height in pixels
-    assert heights == [round(1.2 * 3 * 60), round(1.2 * 5 * 60)]  # 1.2 inch panels at 60 dpi
+    assert heights == [round((1.2 * 3 + 1) * 60), round((1.2 * 5 + 1) * 60)]  # 1.2 inch panels, 1 inch of titles
+
+
+def test_prediction_plots_have_a_title_axis_labels_and_a_legend():
+    pytest.importorskip("matplotlib", reason="plots need the optional [plot] extra")
+    from motion_matching.projector import plots
+    plt = plots._pyplot("out", "pass --no-plots")
+    series = [np.zeros((10, 3), np.float32), np.ones((10, 3), np.float32)]
+    figure = plots.prediction_figure(plt, series, ["gnd", "til"], column_name="latent", xlabel="held-out query")
+    try:
+        assert figure._suptitle.get_text() == plots.TITLES["latent"]
+        assert [axis.get_ylabel() for axis in figure.axes] == ["latent 0", "latent 1", "latent 2"]
+        assert figure.axes[-1].get_xlabel() == "held-out query"
+        assert [text.get_text() for text in figure.legends[0].get_texts()] == [
+            "nearest database frame (exact search: the target)", "projector output"]
+    finally:
+        plt.close(figure)

@@ -92,7 +92,7 @@ def trained(trained_once, tmp_path):
 
 def test_training_fails_with_one_line_when_projector_bin_cannot_be_written(trained):
     before = digests(trained / "run")
-    line = error_line(run_limited(trained, ["train", "--seed", "5"] + TRAIN, limit=10_000))
+    line = error_line(run_limited(trained, ["train", "--seed", "5", "--force"] + TRAIN, limit=10_000))
     assert line.startswith("Error: run/projector.bin: cannot write it (")
     assert digests(trained / "run") == before and not strays(trained)
 
@@ -101,7 +101,7 @@ def test_training_fails_with_one_line_when_the_checkpoint_cannot_be_written(trai
     network_size = (trained / "run" / "projector.bin").stat().st_size
     checkpoint = trained / "run" / "projector_checkpoint.pt"
     before = checkpoint.read_bytes()
-    line = error_line(run_limited(trained, ["train", "--seed", "5"] + TRAIN, limit=network_size + 1000))
+    line = error_line(run_limited(trained, ["train", "--seed", "5", "--force"] + TRAIN, limit=network_size + 1000))
     assert line.startswith("Error: run/projector_checkpoint.pt: cannot write it (")
     assert checkpoint.read_bytes() == before and not strays(trained)
     formats.load_network(trained / "run" / "projector.bin")  # rewritten by the new run, but complete

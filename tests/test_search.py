@@ -1,16 +1,21 @@
 """Every search backend against a float64 brute force, on random and adversarial data."""
 import numpy as np
 import pytest
-import torch
 
 from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours import search
 from motion_matching.neighbours.cells import compiled, fallback
 from motion_matching.neighbours.queries import generate_queries
 
-from conftest import random_features
+from conftest import NEEDS_TORCH, TORCH_ABSENT, random_features
 
-CPU_BACKENDS = ["cells", "cells-numpy", "balltree", "faiss-flat", "torch"]
+if TORCH_ABSENT:  # the torch-free run of the suite checks every other backend
+    torch = None
+else:
+    import torch
+
+CPU_BACKENDS = ["cells", "cells-numpy", "balltree", "faiss-flat"] + ([] if TORCH_ABSENT else ["torch"])
+CUDA = not TORCH_ABSENT and torch.cuda.is_available()
 needs_compiled = pytest.mark.skipif(not compiled.available(),
                                     reason="the C extension _cellsearch was not built (no C compiler at install)")
 
@@ -209,13 +214,14 @@ def test_unknown_backend_and_bad_shapes_are_refused():
         search.make_searcher(features, backend="balltree", device="cuda")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA; the refusal needs none")
+@pytest.mark.skipif(TORCH_ABSENT, reason=NEEDS_TORCH)
+@pytest.mark.skipif(CUDA, reason="this machine has CUDA; the refusal needs none")
 def test_cuda_refused_without_a_gpu():
     with pytest.raises(MotionMatchingError, match="CUDA is not available"):
         search.make_searcher(random_features(100), device="cuda")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the GPU brute force needs one")
+@pytest.mark.skipif(not CUDA, reason="no CUDA device (or no torch): the GPU brute force needs one")
 def test_cuda_brute_force_is_exact():
     features = random_features(2000)
     queries, _ = noisy_queries(features)

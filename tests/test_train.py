@@ -120,7 +120,7 @@ def test_plots_are_written_like_the_toolkit(tmp_path, small_files):
         with open(tmp_path / "out" / name, "rb") as stream:
             png = stream.read()
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
-        assert int.from_bytes(png[20:24], "big") == round(1.2 * columns * 60)  # evaluate's panels: 1.2 in, 60 dpi
+        assert int.from_bytes(png[20:24], "big") == round((1.2 * columns + 1) * 60)  # 1.2 in panels, 1 in of title
 
 
 def test_tensorboard_logs_are_written(tmp_path, small_files):

@@ -40,12 +40,12 @@ def test_preloaded_cache_gives_the_same_parameters(tmp_path, small_files, kind):
     assert_identical_states(load_checkpoint(streamed.checkpoint_path), load_checkpoint(preloaded.checkpoint_path))
 
 
-def test_cache_of_another_seed_is_refused_before_the_first_step(tmp_path, small_files):
-    cache_path = build_balltree_cache(tmp_path / "c.h5", small_files[0], nqueries=256, seed=99)
-    with pytest.raises(MismatchedFiles, match=r"holds the query stream of seed 99, not 1234; pass --seed 99 or "
-                                              r"run: mm-projector build-cache .* --seed 1234 --force$"):
-        run(small_config(), small_files, tmp_path / "out", offline_cache=cache_path)
-    assert not os.path.exists(tmp_path / "out" / "projector.bin")
+def test_cache_of_another_seed_is_refused_suggesting_its_seed_and_a_rebuild_of_its_size(tmp_path, small_files):
+    cache_path = build_balltree_cache(tmp_path / "c.h5", small_files[0], nqueries=2_000, seed=99)
+    with pytest.raises(MismatchedFiles, match=r"holds the query stream of seed 99, not 1234; pass --seed 99 or run: "
+                                              r"mm-projector build-cache .* --queries 2000 --seed 1234 --force$"):
+        run(small_config(), small_files, tmp_path / "out", offline_cache=cache_path)  # a run of 1,280 queries
+    assert not os.path.exists(tmp_path / "out")
 
 
 def test_cache_of_other_features_is_refused_before_the_first_step(tmp_path):

@@ -1,6 +1,8 @@
 """Checkpoints: an interrupted run leaves good files and resumes to the parameters of an unbroken run."""
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -53,7 +55,16 @@ def test_interrupted_run_resumes_to_the_parameters_of_an_unbroken_run(tmp_path, 
         assert first.read() == second.read()
 
 
-def test_ctrl_c_stops_at_the_next_step_boundary_and_saves(tmp_path, small_files):
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C as an interactive Python sees it, even when pytest started with SIGINT ignored (a background
+    shell); the handler found is put back afterwards."""
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, found)
+
+
+def test_ctrl_c_stops_at_the_next_step_boundary_and_saves(tmp_path, small_files, sigint_raises):
     config = small_config(iterations=60)
     with pytest.raises(TrainingInterrupted) as stopped:
         run(config, small_files, tmp_path, progress=stop_at(20, lambda: os.kill(os.getpid(), signal.SIGINT)))
@@ -62,6 +73,24 @@ def test_ctrl_c_stops_at_the_next_step_boundary_and_saves(tmp_path, small_files)
     assert_network_matches_checkpoint(stopped.value.result)
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".partial")]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_run_started_with_sigint_ignored_leaves_it_ignored(tmp_path, small_files):
+    found = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert run(small_config(iterations=5), small_files, tmp_path).steps == 5
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, found)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a child started with SIGINT ignored needs POSIX")
+def test_the_ctrl_c_test_passes_when_pytest_starts_with_sigint_ignored():
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
+                             "ctrl_c_stops_at_the_next_step_boundary"], capture_output=True, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert "1 passed" in result.stdout
 
 
 def test_resume_extends_a_finished_run(tmp_path, small_files):

@@ -16,6 +16,7 @@ import time
 import h5py
 import numpy as np
 
+from motion_matching.cache import streams
 from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     BUILD_KEYS,
@@ -33,11 +34,12 @@ from motion_matching.cache.format import (
     open_validated,
     read_attributes,
 )
+from motion_matching.cache.grow import copy_prefix, same_stream
 from motion_matching.cache.lock import exclusive_lock
-from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, WriteFailed
-from motion_matching.neighbours import queries as query_stream
-from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
-from motion_matching.toolkit import formats
+from motion_matching.cache.rows import chunk_rows_for, rows_for
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache, WriteFailed
+from motion_matching.neighbours.search import DEFAULT_BACKEND, check_backend, make_searcher
+from motion_matching.toolkit import formats, recipe
 
 LOG = logging.getLogger(__name__)
 HDF5_LIBVER = ("v108", "v108")
@@ -60,6 +62,15 @@ class BuildResult:
     seconds: float = 0.0    # wall time of this call
 
 
+class BuildInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a build; ``result`` (a ``BuildResult``, status "interrupted") and ``partial`` (the
+    file kept, whose rows the same call resumes from) say what was kept."""
+
+    def __init__(self, result, partial):
+        super().__init__(f"interrupted with {result.resumed_from + result.rows_written} rows kept in {partial}")
+        self.result, self.partial = result, partial
+
+
 def library_versions():
     """Versions (dict str -> str) of the libraries that shape the cache's contents, plus HDF5's."""
     versions = {"hdf5": h5py.version.hdf5_version}
@@ -74,33 +85,40 @@ def library_versions():
     return versions
 
 
-def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend):
-    """The root attributes (dict) of a new cache of ``features`` (F, n) float32, with ``completed`` 0."""
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "features_sha256": sha256,
-            "nframes": features.shape[0], "nfeatures": features.shape[1], "nqueries": nqueries, "seed": seed,
-            "chunk_rows": min(chunk_rows, nqueries), "completed": 0, "query_recipe": query_stream.RECIPE,
-            "query_block": query_stream.QUERY_BLOCK, "noise_scale": query_stream.noise_scale(features),
-            "backend": backend}
+def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend, toolkit=None):
+    """The root attributes (dict) of a new cache of ``features`` (F, n) float32, with ``completed`` 0.
+
+    ``toolkit`` (dict: batch_size, save_every, preview_rows) asks for the toolkit script's stream.
+    """
+    batch_size = toolkit["batch_size"] if toolkit else None
+    wanted = {"format": FORMAT, "format_version": FORMAT_VERSION, "features_sha256": sha256,
+              "nframes": features.shape[0], "nfeatures": features.shape[1], "nqueries": nqueries, "seed": seed,
+              "chunk_rows": chunk_rows_for(chunk_rows, nqueries, batch_size), "completed": 0, "backend": backend}
+    if toolkit:
+        wanted.update(streams.stream_attributes(streams.TOOLKIT, features, **toolkit))
+    else:
+        wanted.update(streams.stream_attributes(streams.DEFAULT, features))
+    return wanted
 
 
-def _create(path, wanted):
+def _create(path, wanted, features):
     """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle.
 
     Early allocation gives the file its full size here, so a file-size limit or a full disk usually
     stops the build now, before any search; the unusable file is then removed (``WriteFailed``).
     """
     try:
-        return _create_datasets(h5py.File(path, "w", libver=HDF5_LIBVER), wanted)
+        return _create_datasets(h5py.File(path, "w", libver=HDF5_LIBVER), wanted, features)
     except H5PY_ERRORS as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
         raise WriteFailed(path, f"cannot create it ({hdf5_reason(error)})") from None
 
 
-def _create_datasets(handle, wanted):
+def _create_datasets(handle, wanted, features):
     """Allocate both datasets of ``handle`` and set every attribute; returns the handle (closed on failure)."""
     try:
-        return _fill_new_file(handle, wanted)
+        return _fill_new_file(handle, wanted, features)
     except BaseException:
         _close_quietly(handle)
         raise
@@ -112,7 +130,7 @@ def _close_quietly(handle):
         handle.close()
 
 
-def _fill_new_file(handle, wanted):
+def _fill_new_file(handle, wanted, features):
     rows = wanted["chunk_rows"]
     for name, shape, chunks, dtype in (("queries", (wanted["nqueries"], wanted["nfeatures"]),
                                         (rows, wanted["nfeatures"]), np.float32),
@@ -129,6 +147,7 @@ def _fill_new_file(handle, wanted):
     for name, version in library_versions().items():
         handle.attrs[f"version_{name}"] = version
     handle.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    rows_for(features, wanted).create(handle)
     handle.flush()
     return handle
 
@@ -141,7 +160,7 @@ def _resume_problem(path, wanted, features):
         with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
             check_datasets(handle, attributes, refusal)
-            changed = [key for key in BUILD_KEYS if attributes[key] != wanted[key]]
+            changed = [key for key in BUILD_KEYS if attributes.get(key) != wanted.get(key)]
             if changed:
                 return f"it was started with other arguments ({', '.join(changed)} differ)", 0
             completed, rows = attributes["completed"], attributes["chunk_rows"]
@@ -149,8 +168,7 @@ def _resume_problem(path, wanted, features):
                 return f"its completed count {completed} is not a whole number of chunks", 0
             if completed:
                 first = (completed - 1) // rows * rows
-                expected, _ = query_stream.generate_queries(features, seed=wanted["seed"], start=first,
-                                                            stop=completed, scale=wanted["noise_scale"])
+                expected = rows_for(features, wanted).regenerate(handle, first, completed)
                 if not np.array_equal(handle["queries"][first:completed], expected):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
@@ -158,8 +176,9 @@ def _resume_problem(path, wanted, features):
         return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
-def _open_partial(partial, wanted, features):
-    """Resume ``partial`` if it matches ``wanted``, else start a new one; returns ``(handle, completed rows)``."""
+def _open_partial(partial, wanted, features, *, grow_from=None):
+    """Resume ``partial`` if it matches ``wanted``, else start a new one (seeded with the rows of the smaller
+    cache ``grow_from``, if given); returns ``(handle, completed rows)``."""
     if os.path.exists(partial):
         problem, completed = _resume_problem(partial, wanted, features)
         if problem is None:
@@ -168,7 +187,14 @@ def _open_partial(partial, wanted, features):
             return h5py.File(partial, "r+"), completed
         LOG.warning("%s: starting over: %s", partial, problem)
         os.remove(partial)
-    return _create(partial, wanted), 0
+    handle = _create(partial, wanted, features)
+    if grow_from is None:
+        return handle, 0
+    try:
+        return handle, copy_prefix(grow_from, handle, wanted)
+    except BaseException:
+        handle.close()
+        raise
 
 
 def _commit(handle, first, queries, nearest):
@@ -183,17 +209,19 @@ def _commit(handle, first, queries, nearest):
 def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     """Search and write rows ``start..nqueries`` chunk by chunk, generating the next chunk's queries in a thread
     while the current one is searched; returns the completed row count."""
-    nqueries, rows, seed, scale = wanted["nqueries"], wanted["chunk_rows"], wanted["seed"], wanted["noise_scale"]
+    nqueries, rows = wanted["nqueries"], wanted["chunk_rows"]
     firsts = list(range(start, nqueries, rows))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    source = rows_for(features, wanted)
+    source.start(handle, start)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # one worker: chunks drawn in order
         def submit(first):
-            return pool.submit(query_stream.generate_queries, features, seed=seed, start=first,
-                               stop=min(first + rows, nqueries), scale=scale)
+            return pool.submit(source.rows, first, min(first + rows, nqueries))
         pending = submit(firsts[0]) if firsts else None
         for index, first in enumerate(firsts):
-            queries, sources = pending.result()
+            queries, sources, state = pending.result()
             pending = submit(firsts[index + 1]) if index + 1 < len(firsts) else None
             nearest = searcher.nearest(queries, sources)
+            source.record(handle, first + len(queries), state)  # the next chunk's start: flushed by the commit
             _commit(handle, first, queries, nearest)
             if progress is not None:
                 progress(first + len(queries), nqueries)
@@ -204,11 +232,13 @@ def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     return nqueries
 
 
-def _existing_is_current(out, features_path, wanted, *, force):
-    """True if ``out`` already is this cache; raise if it is another or damaged (unless ``force``)."""
+def _existing_state(out, features_path, wanted, *, force, toolkit_command=None):
+    """What ``out`` is to this build: "absent", "current" (it holds at least the queries wanted), "smaller"
+    (a prefix of them: grow it) or "replace" (another cache, with ``force``); raise if another or damaged."""
     if not os.path.exists(out):
-        return False
-    refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"])
+        return "absent"
+    refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"],
+                      toolkit=toolkit_command)
     try:
         handle, attributes, _, problem = open_validated(out, features_path=features_path, require_fresh=False,
                                                         refusal=refusal)
@@ -216,17 +246,28 @@ def _existing_is_current(out, features_path, wanted, *, force):
         if not force:
             raise CorruptCache(out, f"{error.problem}; not replaced without --force", command=error.command) from None
         LOG.warning("%s: replacing it: %s", out, error.problem)
-        return False
+        return "replace"
     handle.close()
-    if problem is None and (attributes["nqueries"], attributes["seed"]) != (wanted["nqueries"], wanted["seed"]):
-        problem = (f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not "
-                   f"{wanted['nqueries']:,} of seed {wanted['seed']}")
+    option = None
     if problem is None:
-        return True
+        problem = streams.stream_problem(attributes, wanted)
+    if problem is None and attributes["seed"] != wanted["seed"]:
+        problem = f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not of seed {wanted['seed']}"
+        option = f"--seed {attributes['seed']} to use it"
+    if problem is None and attributes["nqueries"] >= wanted["nqueries"]:
+        return "current"  # every backend finds the exact neighbours: the cache's prefix serves
+    if problem is None and not same_stream(attributes, wanted):
+        problem = f"holds {attributes['nqueries']:,} queries searched by the {attributes['backend']} backend"
+        option = f"--backend {attributes['backend']} to grow it to {wanted['nqueries']:,}"
+    if problem is None and streams.toolkit_settings(attributes) is not None:
+        # its rows follow from the generator state, not from the row index: rebuilt, not grown
+        problem = f"holds {attributes['nqueries']:,} queries of the toolkit stream; a toolkit-stream cache is not grown"
+    if problem is None:
+        return "smaller"
     if not force:
-        raise refusal.stale(f"{problem}; not replaced without --force")
+        raise StaleCache(out, f"{problem}; not replaced without --force", command=refusal.command, option=option)
     LOG.warning("%s: replacing it: %s", out, problem)
-    return False
+    return "replace"
 
 
 def _check_space(partial, wanted):
@@ -241,19 +282,28 @@ def _check_space(partial, wanted):
                                            "free; free some space or choose another --out")
 
 
-def _write_partial(partial, features, searcher, wanted, *, progress, stop_after):
+def _write_partial(partial, features, searcher, wanted, *, progress, stop_after, grow_from=None):
     """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming)``."""
     _check_space(partial, wanted)
-    handle, resumed = _open_partial(partial, wanted, features)
+    handle, resumed = _open_partial(partial, wanted, features, grow_from=grow_from)
     try:
         if progress is not None:
             progress(resumed, wanted["nqueries"])
         completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
+    except KeyboardInterrupt as stop:
+        stop.kept_rows = (int(handle.attrs["completed"]), resumed)  # rows written stay: a resume starts there
+        _close_quietly(handle)
+        raise
     except BaseException:
         _close_quietly(handle)
         raise
     handle.close()
     return completed, resumed
+
+
+def _held_queries(out):
+    with h5py.File(out, "r") as handle:
+        return int(handle.attrs["nqueries"])
 
 
 def _publish(partial, out):
@@ -268,13 +318,20 @@ def _publish(partial, out):
 
 def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
                 seed=DEFAULT_SEED, backend=DEFAULT_BACKEND, threads=None, device="cpu",
-                chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None):
+                chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None,
+                exact_toolkit=False, database_path="database.bin", batch_size=recipe.BATCH_SIZE,
+                save_every=recipe.SAVE_EVERY):
     """Build (or resume, or confirm) the cache of ``nqueries`` queries of seed ``seed`` at ``out``.
 
+    ``exact_toolkit`` stores the toolkit script's own stream for ``batch_size`` and ``save_every``
+    (``database_path`` gives its preview length) instead of the default one.
     ``progress(done_rows, total_rows)`` is called before the first chunk and after each one;
-    ``stop_after`` (int) stops after that many chunks as if interrupted. An existing ``out`` built from
-    other features, another nqueries or seed, or damaged, raises ``StaleCache``/``CorruptCache`` unless
-    ``force``. Returns a ``BuildResult``. Raises ``CacheLocked`` if another build holds ``<out>.lock``.
+    ``stop_after`` (int) stops after that many chunks as if interrupted. An existing ``out`` of the same
+    features, seed and stream is grown when it holds fewer queries and left alone (its prefix serves) when
+    it holds as many or more (``result.nqueries`` then says how many); one built from other features or
+    another seed, or damaged, raises ``StaleCache``/``CorruptCache`` unless ``force``. Returns a
+    ``BuildResult``. Raises ``CacheLocked`` if another build holds ``<out>.lock``, ``BuildInterrupted``
+    on Ctrl-C (the partial file kept).
     """
     started = time.monotonic()
     out, partial = os.fspath(out), os.fspath(out) + ".partial"
@@ -283,23 +340,33 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise MissingFile(out, f"its folder {folder} does not exist")
+    check_backend(backend, device=device)  # before anything is read: a bad option is refused at once
     features = formats.load_features(features_path).features
     if features.shape[0] >= 2 ** 31:
         raise InvalidFile(features_path, f"{features.shape[0]} frames do not fit the cache's int32 indices")
+    toolkit = None
+    if exact_toolkit:
+        toolkit = streams.build_settings(database_path, nqueries=nqueries, batch_size=batch_size, save_every=save_every)
     wanted = wanted_attributes(features, sha256=features_sha256(features_path), nqueries=nqueries, seed=seed,
-                               chunk_rows=chunk_rows, backend=backend)
+                               chunk_rows=chunk_rows, backend=backend, toolkit=toolkit)
+    command = dict(toolkit, database_path=database_path) if toolkit else None
     with exclusive_lock(out):
-        if _existing_is_current(out, features_path, wanted, force=force):
-            return BuildResult(out, "up-to-date", nqueries, seconds=time.monotonic() - started)
+        state = _existing_state(out, features_path, wanted, force=force, toolkit_command=command)
+        if state == "current":
+            return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
         try:
             completed, resumed = _write_partial(partial, features, searcher, wanted, progress=progress,
-                                                stop_after=stop_after)
+                                                stop_after=stop_after, grow_from=out if state == "smaller" else None)
             if completed == nqueries:
                 _publish(partial, out)
         except H5PY_ERRORS as error:  # a full disk, a vanished folder: keep what was written for a resume
             raise WriteFailed(partial, f"cannot write it ({hdf5_reason(error)}); fix that and run the same "
                                        "command again to resume") from None
+        except KeyboardInterrupt as stop:
+            kept, resumed = getattr(stop, "kept_rows", (0, 0))
+            result = BuildResult(out, "interrupted", nqueries, resumed, kept - resumed, time.monotonic() - started)
+            raise BuildInterrupted(result, partial) from None
     status = "built" if completed == nqueries else "interrupted"
     return BuildResult(out, status, nqueries, resumed, completed - resumed, time.monotonic() - started)
 

@@ -16,10 +16,11 @@ import typing
 import h5py
 import numpy as np
 
+from motion_matching.cache import streams
 from motion_matching.cache.commands import build_cache_command
+from motion_matching.cache.lock import lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
-from motion_matching.neighbours import queries as query_stream
 from motion_matching.toolkit import formats, recipe
 
 FORMAT = "motion-matching-projector-cache"
@@ -36,7 +37,7 @@ INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", 
 STR_ATTRIBUTES = ("format", "features_sha256", "query_recipe", "backend", "created")
 # Attributes that decide which rows the file holds: a partial build resumes only if all of them match.
 BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows",
-              "query_recipe", "query_block", "backend")
+              "query_recipe", "query_block", "backend", "stream") + streams.TOOLKIT_INT_ATTRIBUTES
 
 
 LOG = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Refusal:
     features_path: typing.Optional[str] = None
     nqueries: typing.Optional[int] = None
     seed: typing.Optional[int] = None
+    toolkit: typing.Optional[dict] = None  # --exact-toolkit settings (batch_size, save_every, database_path)
 
     def __post_init__(self):
         self.path = os.fspath(self.path)
@@ -71,7 +73,7 @@ class Refusal:
             return None
         return build_cache_command(self.path, features_path=self.features_path,
                                    nqueries=DEFAULT_NQUERIES if self.nqueries is None else self.nqueries,
-                                   seed=DEFAULT_SEED if self.seed is None else self.seed)
+                                   seed=DEFAULT_SEED if self.seed is None else self.seed, toolkit=self.toolkit)
 
     def corrupt(self, problem):
         """A ``CorruptCache`` for ``problem`` carrying the rebuild command."""
@@ -90,9 +92,9 @@ def open_hdf5(path, refusal, *, mode="r"):
     """Open ``path`` with h5py; a missing, non-HDF5 or damaged file raises the matching error."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        partial = os.path.exists(path + ".partial")
-        raise refusal.missing("an interrupted build left only " + os.path.basename(path) + ".partial (the same "
-                              "command resumes it)" if partial else "no cache file here")
+        if os.path.exists(path + ".partial"):
+            raise partial_refusal(path, refusal)
+        raise refusal.missing("no cache file here")
     if not h5py.is_hdf5(path):
         raise refusal.corrupt("not an HDF5 file")
     try:
@@ -122,6 +124,28 @@ def damaged_metadata(refusal):
         yield
     except H5PY_ERRORS as error:
         raise refusal.corrupt(f"damaged HDF5 metadata ({_first_line(error)})") from None
+
+
+def partial_refusal(path, refusal):
+    """The ``MissingFile`` for a cache of which only ``<path>.partial`` exists: a build holds the lock now,
+    or one was interrupted (then carrying the command that resumes it: the partial file's own query count
+    and seed, and no --force)."""
+    holder = lock_holder(path)
+    name = os.path.basename(path)
+    if holder is not None:
+        return MissingFile(path, f"a build is in progress ({name}.lock is held by {holder}, writing "
+                                 f"{name}.partial); wait for it to finish")
+    nqueries, seed = refusal.nqueries, refusal.seed
+    with contextlib.suppress(OSError, KeyError, TypeError, ValueError):
+        with h5py.File(path + ".partial", "r") as handle:
+            nqueries, seed = int(handle.attrs["nqueries"]), int(handle.attrs["seed"])
+    command = None
+    if refusal.features_path is not None:
+        command = build_cache_command(path, features_path=refusal.features_path, force=False,
+                                      nqueries=DEFAULT_NQUERIES if nqueries is None else nqueries,
+                                      seed=DEFAULT_SEED if seed is None else seed)
+    return MissingFile(path, f"an interrupted build left only {name}.partial; the same command resumes it",
+                       command=command)
 
 
 def _scalar(handle, name, kind, refusal):
@@ -159,8 +183,15 @@ def _read_attributes(handle, refusal):
         raise refusal.corrupt(f"format_version {version} is not supported (this package reads versions "
                               f"{', '.join(map(str, READABLE_VERSIONS))})")
     attributes = {name: _scalar(handle, name, int, refusal) for name in INT_ATTRIBUTES}
+    # caches written before the toolkit stream existed have no 'stream' attribute: they hold the default one
+    attributes["stream"] = _scalar(handle, "stream", str, refusal) if "stream" in handle.attrs else streams.DEFAULT
+    if attributes["stream"] not in streams.KINDS:
+        raise refusal.corrupt(f"attribute 'stream' is {attributes['stream']!r}, not one of {', '.join(streams.KINDS)}")
+    if attributes["stream"] == streams.TOOLKIT:
+        attributes.update({name: _scalar(handle, name, int, refusal) for name in streams.TOOLKIT_INT_ATTRIBUTES})
     if refusal.nqueries is None:
         refusal.nqueries, refusal.seed = attributes["nqueries"], attributes["seed"]
+        refusal.toolkit = streams.toolkit_settings(attributes)
     attributes.update({name: _scalar(handle, name, str, refusal) for name in STR_ATTRIBUTES})
     if "noise_scale" not in handle.attrs:
         raise refusal.corrupt("attribute 'noise_scale' is missing")
@@ -194,6 +225,8 @@ def _check_datasets(handle, attributes, refusal):
         if attributes["format_version"] >= CHECKSUMMED_SINCE and not dataset.fletcher32:
             raise refusal.corrupt(f"dataset {name!r} has no Fletcher-32 checksums, which format_version "
                                   f"{attributes['format_version']} requires")
+    if attributes["stream"] == streams.TOOLKIT:
+        check_toolkit_states(handle, attributes, refusal)
 
 
 def has_checksums(attributes):
@@ -239,6 +272,22 @@ def _damaged_chunk(dataset, name, first, last, error):
     return f"{name} rows {first}..{last - 1} cannot be read ({reason})"
 
 
+def check_toolkit_states(handle, attributes, refusal):
+    """Raise ``CorruptCache`` unless a toolkit cache's batch settings and generator-state datasets fit."""
+    batch, rows = attributes["batch_size"], attributes["chunk_rows"]
+    if batch < 1 or attributes["save_every"] < 1 or attributes["preview_rows"] < 0:
+        raise refusal.corrupt("attributes batch_size and save_every must be positive, preview_rows not negative")
+    if rows % batch or attributes["nqueries"] % batch:
+        raise refusal.corrupt(f"chunk_rows {rows} and nqueries {attributes['nqueries']} must be whole batches "
+                              f"of {batch}")
+    nchunks = -(-attributes["nqueries"] // rows)
+    for name, dtype in streams.STATE_DATASETS.items():
+        dataset = handle.get(f"{streams.STATE_GROUP}/{name}")
+        shape = (nchunks, 624) if name == "keys" else (nchunks,)
+        if not isinstance(dataset, h5py.Dataset) or dataset.shape != shape or dataset.dtype != dtype:
+            raise refusal.corrupt(f"dataset '{streams.STATE_GROUP}/{name}' must be {shape} {np.dtype(dtype)}")
+
+
 def check_complete(attributes, refusal):
     """Raise ``CorruptCache`` if a build stopped before writing every row."""
     if attributes["completed"] != attributes["nqueries"]:
@@ -254,14 +303,12 @@ def freshness_problem(attributes, *, sha256, nframes, nfeatures):
     if (attributes["nframes"], attributes["nfeatures"]) != (nframes, nfeatures):
         return (f"stale: built for {attributes['nframes']} frames x {attributes['nfeatures']} features, the "
                 f"given features.bin has {nframes} x {nfeatures}")
-    if (attributes["query_recipe"], attributes["query_block"]) != (query_stream.RECIPE, query_stream.QUERY_BLOCK):
-        return "stale: built with another query recipe than this package's"
-    return None
+    return streams.recipe_problem(attributes)
 
 
 def check_noise_scale(attributes, features, refusal):
     """Raise ``CorruptCache`` unless the stored noise scale equals the one recomputed from ``features``."""
-    if not np.array_equal(attributes["noise_scale"], query_stream.noise_scale(features)):
+    if not np.array_equal(attributes["noise_scale"], streams.noise_scale(attributes, features)):
         raise refusal.corrupt("attribute 'noise_scale' differs from the one recomputed from features.bin")
 
 

@@ -54,6 +54,33 @@ def _acquire(path, lock_path):
     raise CacheLocked(path, f"could not take the lock {lock_path}: it keeps being replaced")
 
 
+def _unlock(descriptor):
+    if fcntl is not None:
+        fcntl.flock(descriptor, fcntl.LOCK_UN)
+    else:
+        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+
+
+def lock_holder(path):
+    """Who holds the lock of the cache at ``path``: "process N" (or "another process"), None if nobody.
+
+    Probes by taking the lock for an instant (never creating the lock file), so a build is seen whatever
+    process runs it.
+    """
+    lock_path = os.fspath(path) + ".lock"
+    try:
+        descriptor = os.open(lock_path, os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        if _try_lock(descriptor):
+            _unlock(descriptor)
+            return None
+    finally:
+        os.close(descriptor)
+    return _holder(lock_path).strip().removeprefix("by ") or "another process"
+
+
 @contextlib.contextmanager
 def exclusive_lock(path):
     """Hold the lock of the cache at ``path`` (the file ``<path>.lock``) for the ``with`` block.

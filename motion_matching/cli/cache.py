@@ -1,25 +1,29 @@
 """Commands: build-cache, cache-info, verify-cache (the exact-neighbour cache, docs/cache.md)."""
 import contextlib
 import logging
+import sys
 
 import click
 import numpy as np
 
 from motion_matching import cache
-from motion_matching.cli.group import SEED, main, reports_errors
+from motion_matching.cache.build import BuildInterrupted
+from motion_matching.cli.group import INTERRUPTED_EXIT, SEED, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
+from motion_matching.toolkit import recipe
 
 FILE = click.Path(dir_okay=False)
 
 
-@main.command("build-cache")
+@main.command("build-cache", short_help=summary("build-cache"))
 @click.option("--features", "features_path", type=FILE, default="features.bin", show_default=True,
               help="The toolkit's features.bin.")
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
               help="Number of noisy queries (rows) to store.")
 @click.option("--seed", type=SEED, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
-@click.option("--out", type=FILE, default="projector_cache.h5", show_default=True, help="The cache to write.")
+@click.option("--out", type=FILE, metavar="FILE", default="projector_cache.h5", show_default=True,
+              help="The cache file to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
               help="Exact nearest-neighbour search backend.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Search threads (default: all cores).")
@@ -28,25 +32,46 @@ FILE = click.Path(dir_okay=False)
               help="Rows per search call, HDF5 chunk and resume step.")
 @click.option("--force", is_flag=True, help="Replace a cache built from other features or arguments.")
 @click.option("--quiet", is_flag=True, help="No progress bar or notes, only errors and the final line.")
+@click.option("--exact-toolkit", is_flag=True,
+              help="Store the toolkit script's own query stream (for train --exact-toolkit --offline).")
+@click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
+              help="With --exact-toolkit: the database.bin whose range 2 sets the preview's draws.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=recipe.BATCH_SIZE, show_default=True,
+              help="With --exact-toolkit: the training batch size the stream is drawn for.")
+@click.option("--save-every", type=click.IntRange(min=1), default=recipe.SAVE_EVERY, show_default=True,
+              help="With --exact-toolkit: the training's projector.bin save interval (its preview draws).")
 @reports_errors
-def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet):
+def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet,
+                        **toolkit):
     """Build the exact-neighbour cache: noisy queries and their nearest frames, in HDF5.
 
     Resumes an interrupted build of the same arguments; does nothing if OUT is already up to date.
 
     Example: mm-projector build-cache --features features.bin --out projector_cache.h5 --queries 16000000
     """
-    bar = None if quiet else ProgressBar(unit="queries")
+    bar = ProgressBar(unit="queries", label="build-cache", quiet=quiet)
     # faiss's loader logs INFO lines that are not for users; --quiet also hides our resume notes
     with log_levels({"faiss": logging.WARNING, "motion_matching": logging.WARNING if quiet else logging.INFO}):
         try:
             result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
                                        threads=threads, device=device, chunk_rows=chunk_rows, force=force,
-                                       progress=bar)
+                                       progress=None if quiet else bar, **toolkit)
+        except BuildInterrupted as stop:
+            bar.close()
+            click.echo(describe_interruption(stop), err=True)
+            sys.exit(INTERRUPTED_EXIT)
         finally:
-            if bar is not None:
-                bar.close()
-    click.echo(describe_build(result))
+            bar.close()
+    click.echo(describe_build(result, requested=nqueries))
+
+
+def describe_interruption(stop):
+    """The line (str) build-cache prints on Ctrl-C: what was kept and how to resume."""
+    kept = stop.result.resumed_from + stop.result.rows_written
+    if not kept:
+        return "interrupted before the first chunk was written; run the same command again to start the build"
+    return (f"interrupted: {stop.partial} keeps {kept:,} of {stop.result.nqueries:,} queries; run the same "
+            "command again to resume from there")
 
 
 @contextlib.contextmanager
@@ -63,8 +88,11 @@ def log_levels(levels):
             logger.setLevel(level)
 
 
-def describe_build(result):
-    """One line (str) saying what ``build_cache`` did."""
+def describe_build(result, *, requested=None):
+    """One line (str) saying what ``build_cache`` did (``requested``: the queries asked for)."""
+    if result.status == "up-to-date" and requested is not None and result.nqueries > requested:
+        return (f"{result.path} holds {result.nqueries:,} queries, more than the {requested:,} asked for: its first "
+                f"{requested:,} are those; nothing to do")
     if result.status == "up-to-date":
         return f"{result.path} is up to date ({result.nqueries:,} queries); nothing to do"
     rate = result.rows_written / result.seconds if result.seconds > 0 else 0.0
@@ -73,7 +101,7 @@ def describe_build(result):
             f"{result.seconds:.1f} s ({rate:,.0f} queries/s)")
 
 
-@main.command("cache-info")
+@main.command("cache-info", short_help=summary("cache-info"))
 @click.argument("cache_path", metavar="CACHE", type=FILE)
 @click.option("--features", "features_path", type=FILE, default=None,
               help="Also say whether CACHE is fresh for this features.bin.")
@@ -96,6 +124,7 @@ def describe_info(path, info):
              f"frames: {info['nframes']:,} x {info['nfeatures']} features",
              f"features_sha256: {info['features_sha256']}", f"query_recipe: {info['query_recipe']}",
              f"query_block: {info['query_block']}", f"noise_scale: {scale}", f"backend: {info['backend']}",
+             f"stream: {describe_stream(info)}",
              f"created: {info['created']}",
              "checksums: Fletcher-32 per chunk, every chunk verified" if info["checksums"] else
              "checksums: none (format version 1: damage inside its rows cannot be detected; rebuild it with "
@@ -108,7 +137,15 @@ def describe_info(path, info):
     return lines
 
 
-@main.command("verify-cache")
+def describe_stream(info):
+    """The cache's query stream in words (str)."""
+    if info.get("stream", "default") == "default":
+        return "default"
+    return (f"toolkit (batch {info['batch_size']}, save interval {info['save_every']}, "
+            f"preview {info['preview_rows']} rows)")
+
+
+@main.command("verify-cache", short_help=summary("verify-cache"))
 @click.argument("cache_path", metavar="CACHE", type=FILE)
 @click.option("--features", "features_path", type=FILE, default="features.bin", show_default=True,
               help="The features.bin the cache must have been built from.")

@@ -1,7 +1,7 @@
 """Commands: generate-database (the toolkit's database.bin, features.bin and latent.bin)."""
 import click
 
-from motion_matching.cli.group import SEED, main, reports_errors
+from motion_matching.cli.group import SEED, main, reports_errors, summary
 from motion_matching.data import features, generate, latent
 from motion_matching.data.synthetic import locomotion
 
@@ -41,8 +41,9 @@ def _check_sources(database, bvh, windows):
         raise click.UsageError(f"{len(windows)} --window option(s) for {len(bvh)} --bvh file(s): give one per file")
 
 
-@main.command("generate-database")
-@click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), help="Folder for the files.")
+@main.command("generate-database", short_help=summary("generate-database"))
+@click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="Folder for the files.")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Seed of the synthetic database.")
 @click.option("--frames", type=click.IntRange(min=locomotion.MIN_FRAMES),
               help=f"Synthetic frames, mirrors included [default: {locomotion.DEFAULT_FRAMES}].")

@@ -1,29 +1,26 @@
 """Commands: demo (the whole pipeline on the embedded synthetic data)."""
+import sys
+
 import click
 
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cache.build import BuildInterrupted
+from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
+from motion_matching.cli.train import training_progress
 from motion_matching.demo import DemoSettings, run_demo
+from motion_matching.projector.train import TrainingInterrupted
 
 _DEFAULTS = DemoSettings()
 
 
-def _print_step(step, paths):
-    click.echo(f"== {step}")
+def _print_paths(paths):
     for label, path in paths.items():
-        if isinstance(path, str):
-            click.echo(f"   {label}: {path}")
+        for one in [path] if isinstance(path, str) else path:
+            click.echo(f"   {label}: {one}")
 
 
-def _train_line(progress):
-    click.echo(f"\r   iteration {progress.step:,}/{progress.iterations:,}  loss {progress.rolling_loss:.4f}  "
-               f"{progress.rate:,.0f} it/s  ETA {progress.eta:4.0f} s", nl=False, err=True)
-    if progress.step == progress.iterations:
-        click.echo("", err=True)
-
-
-@main.command("demo")
-@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False),
+@main.command("demo", short_help=summary("demo"))
+@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")
@@ -32,15 +29,33 @@ def _train_line(progress):
 @click.option("--batch-size", default=_DEFAULTS.batch_size, show_default=True, type=click.IntRange(min=1))
 @click.option("--threads", type=click.IntRange(min=1),
               help="CPU threads for search and training [default: every core].")
+@click.option("--force", is_flag=True, help="Replace the files of another demo found in --out.")
 @reports_errors
-def demo(out, frames, iterations, batch_size, threads):
+def demo(out, frames, iterations, batch_size, threads, force):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.
+
+    Run again into the same folder, it reuses what fits (the files, the cache's rows, the checkpoint).
 
     Example: mm-projector demo --out demo --iterations 10000
     """
     settings = DemoSettings(frames=frames, iterations=iterations, batch_size=batch_size, threads=threads)
-    bar = ProgressBar()
-    evaluation = run_demo(out, settings, report=lambda step, paths: (bar.close(), _print_step(step, paths)),
-                          cache_progress=bar, train_progress=_train_line)
+    cache_bar, train_bar = ProgressBar(unit="queries", label="build-cache"), ProgressBar(unit="it", label="train")
+
+    def announce(step):
+        click.echo(f"== {step}")
+
+    def report(step, paths):
+        cache_bar.close()
+        train_bar.close()
+        _print_paths(paths)
+
+    try:
+        evaluation = run_demo(out, settings, force=force, announce=announce, report=report,
+                              cache_progress=cache_bar, train_progress=training_progress(train_bar))
+    except (BuildInterrupted, TrainingInterrupted):
+        cache_bar.close()
+        train_bar.close()
+        click.echo(f"interrupted; the files in {out} are complete: run the same command again to continue", err=True)
+        sys.exit(INTERRUPTED_EXIT)
     losses = ", ".join(f"{name} {value:.4f}" for name, value in evaluation["losses"].items())
     click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}")

@@ -1,7 +1,7 @@
 """Commands: export, evaluate."""
 import click
 
-from motion_matching.cli.group import SEED, main, reports_errors
+from motion_matching.cli.group import SEED, main, reports_errors, summary
 from motion_matching.neighbours.queries import HELD_OUT_SEED
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.projector.evaluate import DEFAULT_QUERIES, evaluate_files
@@ -11,11 +11,13 @@ from motion_matching.toolkit import recipe
 _FILE = click.Path(exists=True, dir_okay=False)
 
 
-@main.command()
+@main.command(short_help=summary("export"))
 @click.argument("source", type=_FILE)
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="File to write.")
-@click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default="bin", show_default=True,
-              help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="File to write (.bin or .onnx).")
+@click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default=None,
+              help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside "
+                   "[default: from the extension of --out, .onnx or .bin; bin for others].")
 @click.option("--split", is_flag=True,
               help="ONNX only: name two outputs, 'features' (the input's width) and 'latent', not one 'output'.")
 @reports_errors
@@ -30,11 +32,12 @@ def export(source, out, format_, split):
                f"outputs {', '.join(result['outputs'])}")
 
 
-@main.command()
+@main.command(short_help=summary("evaluate"))
 @click.option("--projector", required=True, type=_FILE, help="Checkpoint or network .bin to evaluate.")
-@click.option("--features", required=True, type=_FILE, help="features.bin of the database.")
-@click.option("--latent", required=True, type=_FILE, help="latent.bin of the database.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for evaluation.json and plots.")
+@click.option("--features", default="features.bin", show_default=True, type=_FILE, help="features.bin of the database.")
+@click.option("--latent", default="latent.bin", show_default=True, type=_FILE, help="latent.bin of the database.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="Folder for evaluation.json and the plots.")
 @click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")
 @click.option("--seed", default=HELD_OUT_SEED, show_default=True, type=SEED,

@@ -1,13 +1,13 @@
 """Commands: checking the toolkit's files."""
 import click
 
-from motion_matching.cli.group import main, reports_errors
+from motion_matching.cli.group import main, reports_errors, summary
 from motion_matching.toolkit.check import check_toolkit_files
 
 _FILE = click.Path(dir_okay=False)
 
 
-@main.command("check-files")
+@main.command("check-files", short_help=summary("check-files"))
 @click.option("--database", type=_FILE, help="database.bin to check.")
 @click.option("--features", type=_FILE, help="features.bin to check.")
 @click.option("--latent", type=_FILE, help="latent.bin to check.")

@@ -7,30 +7,95 @@ import click
 
 from motion_matching.errors import MotionMatchingError
 
-# the module of motion_matching.cli that registers each command; imported only when the command runs,
-# so that commands without torch (cache-info, check-files, ...) start in a fraction of a second
-COMMAND_MODULES = {"build-cache": "cache", "cache-info": "cache", "verify-cache": "cache", "check-files": "files",
-                   "demo": "demo", "evaluate": "export", "export": "export", "generate-database": "data",
-                   "train": "train"}
+# the module of motion_matching.cli that registers each command, and the command's one-line summary
+# (its ``short_help``); a module is imported only when its command runs, so that ``--help`` and the
+# commands without torch (cache-info, check-files, ...) start in a fraction of a second
+COMMANDS = {
+    "build-cache": ("cache", "Build the exact-neighbour cache (resumable, growable)."),
+    "cache-info": ("cache", "Print a cache's metadata and whether it is fresh."),
+    "verify-cache": ("cache", "Re-check a cache's rows against a float64 brute force."),
+    "check-files": ("files", "Validate toolkit files; check their frame counts agree."),
+    "demo": ("demo", "The whole pipeline on synthetic data, step by step."),
+    "evaluate": ("export", "Held-out errors and match accuracy of a projector."),
+    "export": ("export", "A checkpoint or .bin to the runtime .bin or ONNX."),
+    "generate-database": ("data", "Write database.bin, features.bin and latent.bin."),
+    "train": ("train", "Train the projector (online, or --offline from a cache)."),
+}
+COMMAND_MODULES = {name: module for name, (module, _) in COMMANDS.items()}
+INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
+USAGE_EXIT = 2  # click's status for a usage error, kept: scripts tell it from a failed run (1)
+# every option can also come from the environment: MM_PROJECTOR_<COMMAND>_<OPTION>, e.g. MM_PROJECTOR_TRAIN_THREADS
+ENV_PREFIX = "MM_PROJECTOR"
+CONTEXT = {"help_option_names": ["-h", "--help"], "auto_envvar_prefix": ENV_PREFIX}
 
 
 SEED = click.IntRange(min=0, max=2 ** 63 - 1)
 """The type of every --seed option: numpy's generators take non-negative seeds, the cache stores int64."""
 
 
-class LazyGroup(click.Group):
+def summary(name):
+    """The one-line summary (str) of command ``name``, shown by ``mm-projector --help``."""
+    return COMMANDS[name][1]
+
+
+class OneLineUsageError(click.UsageError):
+    """A usage error printed as one line, ``Error: <problem> (see '<command> --help')``."""
+
+    def show(self, file=None):
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"Error: {self.format_message()}{hint}", file=file, err=file is None)
+
+
+def _one_line(error):
+    if isinstance(error, OneLineUsageError):
+        return error
+    one_line = OneLineUsageError(error.format_message(), ctx=error.ctx)
+    one_line.exit_code = error.exit_code
+    return one_line
+
+
+class OneLineErrors:
+    """Mixin for click commands and groups: usage errors (unknown option, bad value) print one line."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as error:
+            raise _one_line(error) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            raise _one_line(error) from None
+
+
+class Command(OneLineErrors, click.Command):
+    """A click command whose usage errors are one line."""
+
+
+class LazyGroup(OneLineErrors, click.Group):
     """A click group whose commands' modules are imported when a command is looked up."""
 
+    command_class = Command
+
     def list_commands(self, ctx):
-        return sorted(set(COMMAND_MODULES) | set(self.commands))
+        return sorted(set(COMMANDS) | set(self.commands))
 
     def get_command(self, ctx, name):
-        if name not in self.commands and name in COMMAND_MODULES:
+        if name not in self.commands and name in COMMANDS:
             importlib.import_module(f"{__package__}.{COMMAND_MODULES[name]}")
         return self.commands.get(name)
 
+    def format_commands(self, ctx, formatter):
+        """The command list from the summaries table, without importing any command's module."""
+        rows = [(name, summary(name) if name in COMMANDS else self.commands[name].get_short_help_str())
+                for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.version_option(package_name="motion-matching-projector")
 def main():
     """Train the Learned Motion Matching projector from the toolkit's files, fast and exactly."""

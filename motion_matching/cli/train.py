@@ -1,19 +1,17 @@
 """Commands: train (the toolkit's train_projector.py, online with a BallTree or offline from a cache)."""
 import dataclasses
 import logging
-import math
 import sys
 
 import click
 
-from motion_matching.cli.group import main, reports_errors
-from motion_matching.cli.progress import format_duration
+from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import HELD_OUT_QUERIES
 from motion_matching.projector.train import TrainingInterrupted, train_projector
 
 FILE = click.Path(dir_okay=False)
-INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
 
 
 def _config_option(field):
@@ -36,12 +34,15 @@ PATH_OPTIONS = [
                  help="The toolkit's latent.bin."),
     click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
                  help="The toolkit's database.bin, read for its frame count and clips ('' to skip)."),
-    click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
-                 help="Folder for projector.bin, projector_checkpoint.pt and the plots."),
+    click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="FOLDER", default=".",
+                 show_default=True, help="Folder for projector.bin, projector_checkpoint.pt and the plots."),
     click.option("--offline", "offline_cache", type=FILE, default=None,
                  help="Train from this exact-neighbour cache (build-cache) instead of BallTree searches."),
     click.option("--preload", is_flag=True, help="Read the whole cache into memory instead of streaming it."),
-    click.option("--resume", type=FILE, default=None, help="Continue from this projector_checkpoint.pt."),
+    click.option("--resume", type=FILE, default=None,
+                 help="Continue from this projector_checkpoint.pt [default: the one in --out, if any]."),
+    click.option("--force", is_flag=True,
+                 help="Start over, replacing the projector.bin and checkpoint of another run found in --out."),
     click.option("--plots", is_flag=True, help="Write projector_X.png and projector_Z.png with each projector.bin."),
     click.option("--tensorboard", type=click.Path(file_okay=False), default=None,
                  help="Write TensorBoard loss curves into this folder."),
@@ -58,14 +59,11 @@ def training_options(command):
     return command
 
 
-def _show_progress(report):
-    eta = format_duration(report.eta) if math.isfinite(report.eta) else "--:--:--"
-    click.echo(f"\rIter: {report.step:7d} Loss: {report.rolling_loss:5.3f}  lr {report.lr:.3g}  "
-               f"{report.rate:,.1f} it/s  ETA {eta} ", nl=False, err=True)
-
-
 def describe_result(result):
     """The lines (str) that end a run: what was written, the losses and the speed."""
+    if result.steps == result.resumed_from:
+        return (f"{result.network_path} is already trained ({result.steps:,} iterations, checkpoint "
+                f"{result.checkpoint_path}); nothing to do (a larger --iterations continues it, --force retrains)")
     held = "" if not result.held_out else f", held-out loss {result.held_out['loss']:.4f}"
     rate = result.steps / result.seconds if result.seconds > 0 else 0.0
     return (f"wrote {result.network_path} and {result.checkpoint_path} after {result.steps:,} iterations "
@@ -85,21 +83,31 @@ def run_training(*, quiet, database_path, **options):
     """Train with parsed options, print the outcome; exit 130 after saving on Ctrl-C."""
     logging.getLogger("motion_matching").setLevel(logging.WARNING if quiet else logging.INFO)
     config = pop_config(options)
+    bar = ProgressBar(unit="it", label="train", quiet=quiet)
     try:
         result = train_projector(config, database_path=database_path or None,
-                                 progress=None if quiet else _show_progress, **options)
+                                 progress=None if quiet else training_progress(bar), **options)
     except TrainingInterrupted as stop:
+        bar.close()
         done = stop.result
-        click.echo(f"{'' if quiet else chr(10)}interrupted after {done.steps:,} iterations; wrote {done.network_path} "
-                   f"and {done.checkpoint_path}; continue with --resume {done.checkpoint_path}", err=True)
+        click.echo(f"interrupted after {done.steps:,} iterations; wrote {done.network_path} "
+                   f"and {done.checkpoint_path}; run the same command again to continue", err=True)
         sys.exit(INTERRUPTED_EXIT)
     except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
-        click.echo("\ninterrupted; the files written so far are complete", err=True)
+        bar.close()
+        click.echo("interrupted; the files written so far are complete", err=True)
         sys.exit(INTERRUPTED_EXIT)
-    click.echo(("" if quiet else "\n") + describe_result(result))
+    finally:
+        bar.close()
+    click.echo(describe_result(result))
 
 
-@main.command("train")
+def training_progress(bar):
+    """A ``progress(report)`` callback for ``train_projector`` that feeds ``bar`` (a ``ProgressBar``)."""
+    return lambda report: bar(report.step, report.iterations, training_note(report))
+
+
+@main.command("train", short_help=summary("train"))
 @training_options
 @reports_errors
 def train_command(**options):

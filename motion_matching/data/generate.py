@@ -8,7 +8,7 @@ import logging
 import os
 import time
 
-from motion_matching.atomic import staged_files
+from motion_matching.atomic import check_folder_name, output_folder, staged_files
 from motion_matching.data.features import DEFAULT_WEIGHTS, compute_features
 from motion_matching.data.latent import DEFAULT_NLATENT, compute_latent, load_matching_latent
 from motion_matching.data.synthetic import locomotion
@@ -96,11 +96,13 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     keeps a user's latent instead of the stand-in; its frame count must match the database.
     """
     check_extra_outputs(bvh_dir=bvh_dir, plot_path=plot_path)
+    check_folder_name(out_dir)
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)
     latent = None if latent_path is None else load_matching_latent(latent_path, database.nframes)
-    paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
-                                write_database=database_path is None, source=source)
+    with output_folder(out_dir):
+        paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
+                                    write_database=database_path is None, source=source)
     if bvh_dir is not None:
         from motion_matching.data.bvh.exporter import write_database_bvh
         paths["bvh"] = write_database_bvh(database, bvh_dir)

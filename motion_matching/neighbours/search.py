@@ -141,6 +141,15 @@ BACKENDS = {"cells": cell_search, "cells-numpy": CellSearch, "balltree": BallTre
 DEFAULT_BACKEND = "cells"
 
 
+def check_backend(backend, *, device="cpu"):
+    """Raise ``InvalidOption`` for an unknown backend or a device ``backend`` does not run on."""
+    if backend not in BACKENDS:
+        raise InvalidOption("--backend", f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if str(device) != "cpu" and backend not in (DEFAULT_BACKEND, "torch"):
+        raise InvalidOption("--device", f"backend {backend!r} runs on the CPU only; pass --device cpu, or "
+                                        f"--backend torch for {device}")
+
+
 def make_searcher(features, *, backend=DEFAULT_BACKEND, threads=None, device="cpu"):
     """Build the exact searcher ``backend`` over ``features`` (F, n) float32.
 
@@ -149,12 +158,8 @@ def make_searcher(features, *, backend=DEFAULT_BACKEND, threads=None, device="cp
     ``device="cuda"`` selects the torch brute force on the GPU (with the default or ``torch`` backend).
     An unknown backend, or a device the backend does not run on, raises ``InvalidOption``.
     """
-    if backend not in BACKENDS:
-        raise InvalidOption("--backend", f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    check_backend(backend, device=device)
     if str(device) != "cpu":
-        if backend not in (DEFAULT_BACKEND, "torch"):
-            raise InvalidOption("--device", f"backend {backend!r} runs on the CPU only; pass --device cpu, or "
-                                            f"--backend torch for {device}")
         return TorchBruteSearch(features, threads=threads, device=device)
     if backend == "torch":
         return TorchBruteSearch(features, threads=threads, device=device)

@@ -19,7 +19,7 @@ STEP_KINDS = ("fast", "toolkit")
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device", "step")
+                  "threads", "device", "step", "exact_toolkit")
 
 
 def _field(default, help_text, **metadata):
@@ -51,14 +51,19 @@ class TrainConfig:
     threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: every core for the fast step, "
                                                  "1 (the toolkit's) for the toolkit step]", type=int)
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
-    step: str = _field("fast", "How each step is computed: fast (fused AdamW, losses read every 10 steps) or "
-                               "toolkit (the script's AdamW and per-step loss read)", choices=STEP_KINDS)
+    step: typing.Optional[str] = _field(None, "How each step is computed: fast (fused AdamW, losses read every 10 "
+                                              "steps) or toolkit (the script's AdamW and per-step loss read) "
+                                              "[default: fast; toolkit with --exact-toolkit]", choices=STEP_KINDS)
+    exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
+                                        "query stream and step (one thread); projector.bin only when it writes it")
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
                      "threads", "hidden", "hidden_layers"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.step is None:  # frozen: the resolved default is set once, here
+            object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")
         if self.step not in STEP_KINDS:
             raise ValueError(f"step must be one of {', '.join(STEP_KINDS)}, not {self.step!r}")
         if not 0 <= self.seed < 2 ** 63:
@@ -69,6 +74,9 @@ class TrainConfig:
             if not math.isfinite(value) or value < 0 or (low is not None and value <= low):
                 bound = "above 0" if low is not None else "0 or more"
                 raise ValueError(f"{name} must be a finite number {bound}, not {value}")
+        if self.exact_toolkit and (self.step != "toolkit" or self.threads not in (None, 1) or self.device != "cpu"):
+            raise ValueError("--exact-toolkit runs the toolkit's step on one CPU thread, as the script does: leave "
+                             "out --step, --threads and --device (or pass --step toolkit --threads 1 --device cpu)")
 
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import torch
 
-from motion_matching.atomic import atomic_write
+from motion_matching.atomic import atomic_write, check_folder_name, output_folder
 from motion_matching.errors import MismatchedFiles
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours.queries import HELD_OUT_SEED, RECIPE, generate_queries
@@ -137,6 +137,7 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     With ``plots`` also writes ``projector_X.png`` and ``projector_Z.png`` (needs matplotlib).
     Returns the report dict, with ``files`` (what was written) and the inputs' paths and SHA-256.
     """
+    check_folder_name(out_dir)
     module, stored_config = load_projector(projector)
     if stored_config is not None:
         config = TrainConfig.from_dict(stored_config)
@@ -148,13 +149,17 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
                                          f"need {nfeatures} -> {nfeatures} + {nlatent}")
     report, arrays = evaluate_projector(module, features.features, latent, nqueries=nqueries, seed=seed,
                                         backend=backend, threads=threads, config=config)
-    os.makedirs(out_dir, exist_ok=True)
+    with output_folder(out_dir):
+        return _write_report(report, arrays, out_dir, plots=plots,
+                             inputs=(("projector", projector), ("features", features_path), ("latent", latent_path)))
+
+
+def _write_report(report, arrays, out_dir, *, plots, inputs):
     files = [os.path.join(out_dir, REPORT_NAME)]
     if plots:
         from motion_matching.projector.plots import plot_predictions
         files += plot_predictions(arrays, out_dir)
-    report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in
-                        (("projector", projector), ("features", features_path), ("latent", latent_path))}
+    report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in inputs}
     report["files"] = [os.fspath(path) for path in files]
     with atomic_write(files[0], mode="w") as stream:
         json.dump(report, stream, indent=2)

@@ -14,6 +14,7 @@ from motion_matching.toolkit import formats
 LOG = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("bin", "onnx")
+EXTENSIONS = {".bin": "bin", ".onnx": "onnx"}
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; a network .bin starts with a u32 count
 
 
@@ -48,15 +49,29 @@ def load_projector_module(path):
     return load_projector(path)[0]
 
 
-def export_network(source, out, *, format="bin", split=False):
-    """Write the network held by ``source`` (checkpoint or .bin) to ``out`` as ``format`` ("bin" or "onnx").
+def output_format(out, format=None):
+    """The format (str) to write ``out`` in: ``format``, else the one its extension names, else "bin".
+
+    Raises ``InvalidFile`` when ``format`` contradicts the extension (``.onnx`` written as ``bin``, ...).
+    """
+    if format is not None and format not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    named = EXTENSIONS.get(os.path.splitext(os.fspath(out))[1].lower())
+    if format is not None and named is not None and named != format:
+        raise InvalidFile(out, f"its extension names the {named} format but --format {format} was given; "
+                               f"drop --format or name the file *.{format}")
+    return format or named or "bin"
+
+
+def export_network(source, out, *, format=None, split=False):
+    """Write the network held by ``source`` (checkpoint or .bin) to ``out`` as ``format`` ("bin" or "onnx";
+    default: the one ``out``'s extension names, else "bin").
 
     ``split`` (ONNX only) names two outputs, ``features`` (first ``sizes[0]`` columns) and ``latent``
     (the rest), instead of one ``output``. Returns a dict: ``format``, ``sizes`` (layer widths),
     ``bytes`` (size of ``out``) and ``outputs`` (output names; "output" for .bin).
     """
-    if format not in EXPORT_FORMATS:
-        raise ValueError(f"unknown export format {format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    format = output_format(out, format)
     module = load_projector_module(source)
     if format == "bin":
         formats.save_network(out, module_to_network(module))

@@ -31,37 +31,58 @@ def _pyplot(out_dir, without):
     return plt
 
 
-def _plot_columns(plt, path, series, labels, *, shared_range=None):
-    """One panel per column of the (rows, columns) arrays in ``series``; ``shared_range`` (low, high) or per panel."""
+LABELS = {"gnd": "nearest database frame (exact search: the target)", "til": "projector output",
+          "hat": "noisy query (the input)"}
+TITLES = {"feature": "Projected matching features: the output should sit on the nearest frame's",
+          "latent": "Projected latent: the output should sit on the nearest frame's"}
+_TITLE_HEIGHT = 1.0  # inches above the panels for the title and the legend
+
+
+def prediction_figure(plt, series, names, *, column_name, xlabel, shared_range=None):
+    """A figure of one panel per column of the (rows, columns) arrays in ``series`` (``names``: keys of
+    ``LABELS``), with a title, axis labels and one legend; ``shared_range`` (low, high) or one y range per
+    panel. Returns the matplotlib figure."""
     columns = series[0].shape[1]
-    figure, axes = plt.subplots(columns, sharex=True, squeeze=False, figsize=(12, _PANEL_HEIGHT * columns))
+    height = _PANEL_HEIGHT * columns + _TITLE_HEIGHT
+    figure, axes = plt.subplots(columns, sharex=True, squeeze=False, figsize=(12, height))
     for column, axis in enumerate(axes[:, 0]):
-        for values, label in zip(series, labels):
-            axis.plot(values[:, column], marker=".", linestyle="None", label=label)
+        for values, name in zip(series, names):
+            axis.plot(values[:, column], marker=".", linestyle="None", label=LABELS[name])
         if shared_range is not None:
             axis.set_ylim(*shared_range)
-        axis.set_ylabel(str(column))
-    axes[0, 0].legend(loc="upper right", ncol=len(labels))
+        axis.set_ylabel(f"{column_name} {column}", rotation=0, ha="right", va="center")
+    axes[-1, 0].set_xlabel(xlabel)
+    figure.suptitle(TITLES[column_name])
+    figure.legend(*axes[0, 0].get_legend_handles_labels(), loc="upper center", ncol=len(names),
+                  bbox_to_anchor=(0.5, 1.0 - 0.45 / height))
     # tight_layout doubles the time of a 32-panel figure; fixed margins read as well
-    figure.subplots_adjust(left=0.06, right=0.99, top=0.99, bottom=0.01, hspace=0.15)
+    figure.subplots_adjust(left=0.1, right=0.99, top=1.0 - 0.9 / height, bottom=0.5 / height, hspace=0.15)
+    return figure
+
+
+def _plot_columns(plt, path, series, names, **labels):
+    figure = prediction_figure(plt, series, names, **labels)
     with atomic_write(path) as stream:
         figure.savefig(stream, format="png", dpi=_DPI)
     plt.close(figure)
 
 
-def draw_predictions(arrays, out_dir, *, ranges=(None, None), without="pass --no-plots"):
+def draw_predictions(arrays, out_dir, *, ranges=(None, None), without="pass --no-plots",
+                     xlabel="held-out query, in stream order"):
     """Write ``projector_X.png`` and ``projector_Z.png`` into ``out_dir`` (atomically); returns both paths.
 
     ``arrays`` maps ``Xhat, Xgnd, Xtil`` (rows, nfeatures) and ``Zgnd, Ztil`` (rows, nlatent) to the
     points to plot. ``ranges`` gives each figure one (low, high) y range, or None for one range per
-    panel. ``without`` ends the error raised when matplotlib is missing (how to run without plots).
+    panel. ``without`` ends the error raised when matplotlib is missing (how to run without plots);
+    ``xlabel`` says what the points along x are.
     """
     plt = _pyplot(out_dir, without)
     x_path, z_path = (os.path.join(out_dir, name) for name in PLOT_NAMES)
     x_range, z_range = ranges
     _plot_columns(plt, x_path, [arrays["Xgnd"], arrays["Xtil"], arrays["Xhat"]], ["gnd", "til", "hat"],
-                  shared_range=x_range)
-    _plot_columns(plt, z_path, [arrays["Zgnd"], arrays["Ztil"]], ["gnd", "til"], shared_range=z_range)
+                  column_name="feature", xlabel=xlabel, shared_range=x_range)
+    _plot_columns(plt, z_path, [arrays["Zgnd"], arrays["Ztil"]], ["gnd", "til"], column_name="latent",
+                  xlabel=xlabel, shared_range=z_range)
     return [x_path, z_path]
 
 
@@ -79,13 +100,19 @@ def plot_frames(ranges, nframes):
     return int(starts[clip]), int(min(starts[clip] + 1000, stops[clip]))
 
 
-def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0):
-    """Training's plots: noisy copies of the ``plot_frames`` frames, projected; returns both paths written."""
+def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0, draws=None):
+    """Training's plots: noisy copies of the ``plot_frames`` frames, projected; returns both paths written.
+
+    ``draws`` (nsigma (P, 1), noise (P, n), scale (n,) float32), the toolkit stream's preview, replace
+    the noise drawn from ``seed``.
+    """
     start, stop = plot_frames(ranges, X.shape[0])
-    rng = np.random.default_rng(seed)
-    nsigma = rng.random((stop - start, 1), dtype=np.float32)
-    noise = rng.standard_normal((stop - start, X.shape[1]), dtype=np.float32)
-    Xhat = X[start:stop] + noise_scale(X) * nsigma * noise
+    if draws is None:
+        rng = np.random.default_rng(seed)
+        draws = (rng.random((stop - start, 1), dtype=np.float32),
+                 rng.standard_normal((stop - start, X.shape[1]), dtype=np.float32), noise_scale(X))
+    nsigma, noise, scale = draws
+    Xhat = X[start:stop] + scale * nsigma * noise
     nearest = searcher.nearest(Xhat)
     with torch.no_grad():
         output = module(torch.from_numpy(Xhat).to(module.mean_in.device)).cpu().numpy()
@@ -93,4 +120,5 @@ def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed
               "Ztil": output[:, X.shape[1]:]}
     ranges = [(arrays[name].min(), arrays[name].max()) for name in ("Xhat", "Zgnd")]  # the toolkit's
     return draw_predictions({name: values[:500:4] for name, values in arrays.items()}, out_dir, ranges=ranges,
-                            without="leave out --plots")
+                            without="leave out --plots",
+                            xlabel="noisy copy of a frame (every 4th of 500 consecutive frames of one clip)")

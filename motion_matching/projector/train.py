@@ -16,15 +16,18 @@ import time
 
 import torch
 
+from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.errors import InvalidOption, MotionMatchingError
 from motion_matching.neighbours.search import make_searcher, torch_threads
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.inputs import load_inputs, open_cache_reader, restore_checkpoint
+from motion_matching.projector.inputs import load_inputs, open_cache_reader
 from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
+from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
@@ -57,6 +60,7 @@ class TrainResult:
     held_out: dict
     seconds: float
     source: str
+    resumed_from: int = 0  # iterations already done when this call started
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -96,7 +100,7 @@ class _Run:
         self.step = 0
         self.losses = RollingLoss(read_every=PROGRESS_EVERY if config.step == "fast" else 1)
         self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
-        self.seconds = 0.0
+        self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
 
     @property
     def rolling(self):
@@ -151,10 +155,22 @@ class _Run:
         """Write projector.bin (runtime layout, atomically)."""
         formats.save_network(self.network_path, module_to_network(self.module))
 
+    def write_last_network(self):
+        """Write projector.bin at the end or on Ctrl-C, except in --exact-toolkit runs: the toolkit writes it
+        only after save iterations, so its last one stays."""
+        if not self.config.exact_toolkit:
+            self.write_network()
+        elif self.step and (self.step - 1) % self.config.save_every:
+            LOG.info("%s holds the network after iteration %d, where the toolkit's script last wrote it; %s holds "
+                     "the state after iteration %d", self.network_path, (self.step - 1) // self.config.save_every
+                     * self.config.save_every, self.checkpoint_path, self.step - 1)
+
     def write_checkpoint(self):
         """Write projector_checkpoint.pt (atomically) with everything a resume needs."""
         self.log_tensorboard(self.losses.read())
         rng = {"torch": torch.get_rng_state()}
+        if hasattr(self.source, "stream_state"):
+            rng["toolkit_stream"] = self.source.stream_state()
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         save_checkpoint(self.checkpoint_path, model=self.module.state_dict(), optimizer=self.optimizer.state_dict(),
@@ -171,8 +187,9 @@ class _Run:
     def write_plots(self, i):
         """Write projector_X.png and projector_Z.png."""
         from motion_matching.projector.plots import write_prediction_plots  # matplotlib only when asked for
+        draws = self.source.preview_draws() if hasattr(self.source, "preview_draws") else None
         write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
-                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i)
+                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i, draws=draws)
 
     def log_tensorboard(self, folded):
         """Log the loss and its terms of each ``(iteration, LossTerms of floats)``, as the toolkit does."""
@@ -191,13 +208,16 @@ class _Run:
         self.log_tensorboard(self.losses.read())
         return TrainResult(self.network_path, self.checkpoint_path, self.step,
                            float("nan") if self.rolling is None else self.rolling, held_out, self.seconds,
-                           self.source_name)
+                           self.source_name, self.resumed_from)
 
 
 @contextlib.contextmanager
 def _deferred_interrupts(run):
-    """Turn Ctrl-C into a request honoured at the next step boundary, so no state is half-updated."""
-    if threading.current_thread() is not threading.main_thread():
+    """Turn Ctrl-C into a request honoured at the next step boundary, so no state is half-updated.
+
+    A process that ignores SIGINT (a job started in the background) keeps ignoring it.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
 
@@ -213,12 +233,15 @@ def _deferred_interrupts(run):
 
 def _open_source(stack, run, config, *, offline_cache, preload):
     if offline_cache is None:
-        source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
+        if config.exact_toolkit:
+            source = toolkit_online_batches(run, config)
+        else:
+            source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
         run.searcher = source.searcher
         return source
     reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
     run.source_name = "offline"
-    if config.iterations * config.batch_size > reader.nqueries:
+    if config.iterations * config.batch_size > reader.nqueries:  # --exact-toolkit refused such a cache
         LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are read "
                  "again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
     source = OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
@@ -228,36 +251,41 @@ def _open_source(stack, run, config, *, offline_cache, preload):
 
 
 def _train(run, source):
+    if run.step >= run.config.iterations:  # a finished run, rerun: its files stay as they are
+        return
     try:
         run.loop(source)
     except KeyboardInterrupt:
         if run.in_step:  # stopped inside a step: the last checkpoint and projector.bin stay the good ones
             raise
-        run.write_network()
+        run.write_last_network()
         run.write_checkpoint()
         LOG.debug("interrupted after %d iterations; checkpoint %s", run.step, run.checkpoint_path)
         raise TrainingInterrupted(run.result()) from None
-    run.write_network()
+    run.write_last_network()
     run.write_checkpoint()
 
 
 def train_projector(config=TrainConfig(), *, features_path, latent_path, database_path=None, offline_cache=None,
-                    out_dir=".", progress=None, resume=None, preload=False, plots=False, tensorboard=None,
-                    held_out_queries=HELD_OUT_QUERIES):
+                    out_dir=".", progress=None, resume=None, force=False, preload=False, plots=False,
+                    tensorboard=None, held_out_queries=HELD_OUT_QUERIES):
     """Train the projector; returns a ``TrainResult``. Raises ``TrainingInterrupted`` after saving on Ctrl-C.
 
     ``progress(Progress)`` is called every 10 iterations and after the last one. ``resume`` names a
-    checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow).
+    checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow); without it,
+    the checkpoint in ``out_dir`` is continued, and files of another run there are refused unless ``force``
+    (which starts over). A finished run, rerun, trains nothing and rewrites nothing.
     ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
     """
+    check_folder_name(out_dir)
     inputs = load_inputs(features_path, latent_path, database_path)
-    os.makedirs(out_dir, exist_ok=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(output_folder(out_dir))
         stack.enter_context(torch_threads(resolved_threads(config)))
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
-        if resume is not None:
-            restore_checkpoint(run, resume)
-        source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
+        continue_earlier_run(run, resume=resume, force=force)
+        run.resumed_from = run.step
+        run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         source.seek(run.step)
         stack.callback(lambda: run.writer is not None and run.writer.close())
         with _deferred_interrupts(run):

@@ -10,6 +10,7 @@ import numpy as np
 from motion_matching.atomic import atomic_write
 from motion_matching.errors import InvalidFile, MismatchedFiles
 from motion_matching.toolkit.binary_io import BinaryReader, open_for_reading, write_array, write_counts
+from motion_matching.toolkit.sniff import recognised
 
 
 @dataclasses.dataclass
@@ -66,6 +67,7 @@ _BONE_ARRAYS = (("bone_positions", 3), ("bone_velocities", 3), ("bone_rotations"
                 ("bone_angular_velocities", 3))
 
 
+@recognised("database.bin")
 def load_database(path):
     """Read ``database.bin``; returns a validated ``Database``."""
     with open_for_reading(path) as stream:
@@ -132,6 +134,7 @@ def save_database(path, database):
         write_array(stream, database.contact_states.shape, database.contact_states, "u1")
 
 
+@recognised("features.bin")
 def load_features(path):
     """Read ``features.bin``; returns ``Features`` with features (F, n), offset (n,), scale (n,)."""
     with open_for_reading(path) as stream:
@@ -154,6 +157,7 @@ def save_features(path, features):
         write_array(stream, features.scale.shape, features.scale, "<f4")
 
 
+@recognised("latent.bin")
 def load_latent(path):
     """Read ``latent.bin``; returns the latent (F, L) float32."""
     with open_for_reading(path) as stream:
@@ -179,6 +183,7 @@ def load_features_and_latent(features_path, latent_path):
     return features, latent
 
 
+@recognised("network .bin")
 def load_network(path):
     """Read a network ``.bin``; returns a validated ``Network``."""
     with open_for_reading(path) as stream:

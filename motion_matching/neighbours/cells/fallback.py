@@ -18,8 +18,6 @@ The cells and their axes come from ``common.py`` (as for the compiled search), t
 ``CellSearch`` documents.
 """
 import concurrent.futures
-import multiprocessing
-import threading
 
 import numpy as np
 
@@ -44,7 +42,8 @@ class CellSearch:
 
     ``threads`` (default: the cores available) blocks of ``QUERY_BLOCK`` queries (fewer when there
     are more than ``BOUND_ELEMENTS / QUERY_BLOCK`` cells) are searched at once,
-    each with single-threaded BLAS, in forked worker processes (threads where the platform cannot fork).
+    each with single-threaded BLAS, in worker threads (the GEMMs and numpy's array loops release the GIL;
+    forked processes measured no faster and are unsafe beside the cache builder's query thread).
 
     The index, read by ``passes.QueryBounds`` and ``passes.CellPass`` (and by nothing else outside):
     ``frames`` (``exact.CentredFrames``), ``nfeatures`` n; per cell (C cells): ``starts`` (C + 1,) int64
@@ -116,31 +115,7 @@ class CellSearch:
         return result.ranked
 
 
-_SHARED = {}  # the searcher and blocks of the current call, inherited by forked workers
-_SHARED_LOCK = threading.Lock()
-
-
-def _forked_block(position):
-    """Nearest frames (k,) int64 of block ``position`` of the call in ``_SHARED`` (in a forked worker)."""
-    return _SHARED["searcher"]._search_block(*_SHARED["jobs"][position])
-
-
 def _run_workers(searcher, jobs, workers):
-    """Results of ``searcher._search_block`` for every job, ``workers`` at a time.
-
-    Forked processes where the platform can fork (they inherit the index and the queries, and only
-    the (k,) int64 answers travel back); threads elsewhere, where the GIL limits the gain.
-    """
-    try:
-        context = multiprocessing.get_context("fork")
-    except ValueError:
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(lambda job: searcher._search_block(*job), jobs))
-    with _SHARED_LOCK:
-        _SHARED.update(searcher=searcher, jobs=jobs)
-        try:
-            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-                return list(pool.map(_forked_block, range(len(jobs))))
-        finally:
-            _SHARED.clear()
-
+    """Results of ``searcher._search_block`` for every job, in order, ``workers`` threads at a time."""
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda job: searcher._search_block(*job), jobs))

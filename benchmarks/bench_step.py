@@ -1,0 +1,227 @@
+"""How close is a training step to the machine's limit? The toolkit step and the fast step against the floor.
+
+For the toolkit's projector (27 -> 512 x 4 -> 59) on the synthetic locomotion features, at each batch
+size and thread count, each repeat times in turn and in one process (entries interleaved, so machine
+noise hits them alike):
+
+- ``toolkit``: the step as the toolkit's script computes it (``--step toolkit``): single-tensor AdamW,
+  the loss read on the host after every step;
+- ``fast``: the default step (``--step fast``): fused AdamW, losses read every 10 steps, neighbours
+  gathered into reused buffers;
+- ``floor``: the step's matrix products alone at their shapes (forward, weight-gradient and
+  input-gradient GEMMs of every layer, into preallocated outputs): the arithmetic no step can skip;
+- ``adamw``: the fused AdamW update alone (it is memory-bound, not in the floor).
+
+Every step trains on a fresh batch from a pool of real query batches with their exact neighbours.
+Prints medians (ms per step) and the ratios toolkit / fast and fast / floor, by wall clock and by this
+process's CPU time (with one thread the steadier clock on a shared machine; with more it also counts
+the threads' waiting).
+
+    python benchmarks/bench_step.py [--frames 50000] [--batches 32,256,1024] [--threads 1,2] [--repeats 5]
+                                    [--device cpu] [--json FILE]
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import click
+import numpy as np
+import torch
+
+from motion_matching.data import features as features_module
+from motion_matching.data.synthetic import locomotion as synthetic
+from motion_matching.neighbours import queries
+from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.objective import make_projector
+from motion_matching.projector.step import RollingLoss, TrainStep
+
+POOL_QUERIES = 16_384  # queries drawn once; steps cycle through their batches
+TARGET_SECONDS = 0.4  # rough time of each timed entry per repeat (the step count follows from a probe)
+ENTRIES = ("toolkit", "fast", "floor", "adamw")
+
+
+def synthetic_inputs(nframes, *, nlatent=32, seed=0):
+    """Features (F, 27) of the synthetic locomotion database and a random latent (F, nlatent), float32."""
+    database = synthetic.generate_synthetic_database(seed=seed, nframes=nframes)
+    X = np.ascontiguousarray(features_module.compute_features(database).features, dtype=np.float32)
+    Z = (np.random.default_rng(seed).standard_normal((len(X), nlatent)) * 0.25).astype(np.float32)
+    return X, Z
+
+
+def query_pool(X, *, seed=1234):
+    """(queries (POOL_QUERIES, 27) float32, nearest (POOL_QUERIES,) int64): the training stream's start."""
+    Xhat, _ = queries.generate_queries(X, seed=seed, start=0, stop=POOL_QUERIES)
+    return Xhat, make_searcher(X, backend=DEFAULT_BACKEND).nearest(Xhat).astype(np.int64)
+
+
+def synchronise(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class StepEntry:
+    """A training step of ``kind`` ("toolkit" or "fast") with its loss bookkeeping, on a pool of batches."""
+
+    def __init__(self, kind, X, Z, pool, batch, device):
+        self.config = TrainConfig(batch_size=batch, step=kind)
+        self.module = make_projector(X, Z, self.config).to(device)
+        self.trainer = TrainStep(self.module, torch.from_numpy(X).to(device), torch.from_numpy(Z).to(device),
+                                 self.config)
+        self.losses = RollingLoss(read_every=10 if kind == "fast" else 1)
+        count = len(pool[0]) // batch
+        self.batches = [(torch.from_numpy(pool[0][i * batch:(i + 1) * batch]).to(device),
+                         torch.from_numpy(pool[1][i * batch:(i + 1) * batch]).to(device)) for i in range(count)]
+        self.position = 0
+
+    def __call__(self):
+        queries_batch, nearest = self.batches[self.position % len(self.batches)]
+        self.losses.add(self.position, self.trainer.step(queries_batch, nearest))
+        self.position += 1
+
+    def finish(self):
+        self.losses.read()
+
+
+class FloorEntry:
+    """The step's GEMMs alone: per layer forward (B, a) x (a, b), weight gradient, input gradient (not layer 0)."""
+
+    def __init__(self, batch, device, sizes=(27, 512, 512, 512, 512, 59)):
+        generator = torch.Generator().manual_seed(0)
+        self.products = []
+        for index, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            x, weight, grad = (torch.randn(shape, generator=generator).to(device)
+                               for shape in ((batch, a), (b, a), (batch, b)))
+            self.products.append((x, weight.t(), torch.empty(batch, b, device=device)))
+            self.products.append((grad.t(), x, torch.empty(b, a, device=device)))
+            if index > 0:
+                self.products.append((grad, weight, torch.empty(batch, a, device=device)))
+        self.flops = sum(2 * left.shape[0] * left.shape[1] * right.shape[1] for left, right, _ in self.products)
+
+    def __call__(self):
+        for left, right, out in self.products:
+            torch.mm(left, right, out=out)
+
+    def finish(self):
+        pass
+
+
+class AdamEntry:
+    """The fused AdamW update alone on the projector's parameters (gradients made once)."""
+
+    def __init__(self, X, Z, device):
+        module = make_projector(X, Z).to(device)
+        for parameter in module.parameters():
+            parameter.grad = torch.randn_like(parameter) * 1e-3
+        self.optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3, amsgrad=True, weight_decay=1e-3, fused=True)
+
+    def __call__(self):
+        self.optimizer.step()
+
+    def finish(self):
+        pass
+
+
+def time_entry(entry, steps, device):
+    """(wall, CPU) milliseconds per call of ``entry`` over ``steps`` calls (after 3 warm-up calls)."""
+    for _ in range(3):
+        entry()
+    entry.finish()
+    synchronise(device)
+    started = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        entry()
+    entry.finish()
+    synchronise(device)
+    return (time.perf_counter() - started[0]) / steps * 1000, (time.process_time() - started[1]) / steps * 1000
+
+
+def settings_of(batches, threads, device):
+    """The (batch, threads) pairs to measure: threads only matter on the CPU."""
+    return [(batch, count) for batch in batches for count in (threads if device.type == "cpu" else [1])]
+
+
+def measure(X, Z, pool, *, batches, threads, repeats, device):
+    """Rows (dicts): median ms per step of every entry at every (batch, threads), and the ratios."""
+    settings = settings_of(batches, threads, device)
+    entries, steps, times = {}, {}, {}
+    for batch, count in settings:
+        torch.set_num_threads(count)
+        made = {"toolkit": StepEntry("toolkit", X, Z, pool, batch, device),
+                "fast": StepEntry("fast", X, Z, pool, batch, device),
+                "floor": FloorEntry(batch, device), "adamw": AdamEntry(X, Z, device)}
+        for name, entry in made.items():
+            probe = time_entry(entry, 5, device)[0]
+            steps[batch, count, name] = max(10, int(TARGET_SECONDS * 1000 / max(probe, 1e-3)))
+            times[batch, count, name] = []
+        entries[batch, count] = made
+    for _ in range(repeats):
+        for batch, count in settings:
+            torch.set_num_threads(count)
+            for name in ENTRIES:
+                times[batch, count, name].append(time_entry(entries[batch, count][name], steps[batch, count, name],
+                                                            device))
+    rows = []
+    for batch, count in settings:
+        row = {"batch": batch, "threads": count, "device": str(device), "repeats": repeats,
+               "steps": {name: steps[batch, count, name] for name in ENTRIES}}
+        for clock, index in (("wall", 0), ("cpu", 1)):
+            median = {name: statistics.median(run[index] for run in times[batch, count, name]) for name in ENTRIES}
+            row.update({f"{name}_ms_{clock}": median[name] for name in ENTRIES})
+            row.update({f"{name}_runs_ms_{clock}": [run[index] for run in times[batch, count, name]]
+                        for name in ENTRIES})
+            row[f"toolkit_over_fast_{clock}"] = median["toolkit"] / median["fast"]
+            row[f"fast_over_floor_{clock}"] = median["fast"] / median["floor"]
+            row[f"toolkit_over_floor_{clock}"] = median["toolkit"] / median["floor"]
+            row[f"floor_gflop_s_{clock}"] = entries[batch, count]["floor"].flops / median["floor"] / 1e6
+        rows.append(row)
+    return rows
+
+
+def print_table(rows):
+    click.echo(f"{'batch':>5} {'threads':>7} {'clock':>5} {'toolkit ms':>10} {'fast ms':>8} {'floor ms':>8} "
+               f"{'adamw ms':>8} {'toolkit/fast':>12} {'fast/floor':>10} {'floor GFLOP/s':>13}")
+    for row in rows:
+        for clock in ("wall", "cpu"):
+            ms = {name: row[f"{name}_ms_{clock}"] for name in ENTRIES}
+            click.echo(f"{row['batch']:>5} {row['threads']:>7} {clock:>5} {ms['toolkit']:>10.2f} {ms['fast']:>8.2f} "
+                       f"{ms['floor']:>8.2f} {ms['adamw']:>8.2f} {row['toolkit_over_fast_' + clock]:>12.2f} "
+                       f"{row['fast_over_floor_' + clock]:>10.2f} {row['floor_gflop_s_' + clock]:>13.1f}")
+
+
+def parse_list(text):
+    return [int(item) for item in text.split(",") if item]
+
+
+@click.command()
+@click.option("--frames", default=50_000, show_default=True, help="Frames of the synthetic database.")
+@click.option("--batches", default="32,256,1024", show_default=True, help="Batch sizes, comma-separated.")
+@click.option("--threads", default="1,2", show_default=True, help="Torch thread counts (CPU), comma-separated.")
+@click.option("--repeats", default=5, show_default=True, help="Repeats; medians are reported.")
+@click.option("--device", default="cpu", show_default=True, help="Torch device: cpu or cuda.")
+@click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
+def main(frames, batches, threads, repeats, device, json_path):
+    """Print ms per step of the toolkit step, the fast step, the GEMM floor and AdamW alone."""
+    click.echo("command: " + " ".join([os.path.basename(sys.executable), *sys.argv]))
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise click.UsageError("--device cuda: torch sees no CUDA device")
+    X, Z = synthetic_inputs(frames)
+    pool = query_pool(X)
+    previous = torch.get_num_threads()
+    try:
+        rows = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads), repeats=repeats,
+                       device=device)
+    finally:
+        torch.set_num_threads(previous)
+    click.echo(f"torch {torch.__version__}; {len(X)} frames; medians of {repeats} repeats")
+    print_table(rows)
+    if json_path:
+        with open(json_path, "w") as stream:
+            json.dump({"frames": len(X), "torch": torch.__version__, "rows": rows}, stream, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""What a run does with the files an earlier run left in its folder: resume them, or refuse to overwrite them.
+
+Rerunning the same command continues from ``projector_checkpoint.pt`` (as build-cache resumes its
+partial file); files of another run, or a projector.bin without a checkpoint, are replaced only with ``force``.
+"""
+import logging
+import os
+
+from motion_matching.errors import MismatchedFiles, MotionMatchingError
+from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.config import TrainConfig, numeric_differences
+from motion_matching.projector.inputs import restore_checkpoint
+
+LOG = logging.getLogger(__name__)
+KEEP = "choose another --out, or pass --force to replace it"
+
+
+def continue_earlier_run(run, *, resume=None, force=False):
+    """Restore into ``run`` the checkpoint it continues from: ``resume``, else the one in its folder.
+
+    Returns the checkpoint path restored (str) or None for a fresh run. Raises ``MismatchedFiles`` when
+    the folder holds another run's checkpoint or a projector.bin without one, unless ``force``.
+    """
+    if resume is not None:
+        restore_checkpoint(run, resume)
+        return os.fspath(resume)
+    if force:
+        return None
+    if os.path.exists(run.checkpoint_path):
+        try:
+            restore_checkpoint(run, run.checkpoint_path)
+        except MotionMatchingError as error:
+            joint = ", or" if "; pass" in error.problem else ";"
+            raise MismatchedFiles(run.checkpoint_path, f"is another run's: it {error.problem}{joint} {KEEP}") from None
+        if run.step > run.config.iterations:
+            raise MismatchedFiles(run.checkpoint_path, f"holds a run of {run.step:,} iterations, more than "
+                                                       f"--iterations {run.config.iterations:,}; {KEEP}")
+        if run.step < run.config.iterations:
+            LOG.info("%s: continuing the run it holds at iteration %s (--force starts over)", run.checkpoint_path,
+                     f"{run.step:,}")
+        return run.checkpoint_path
+    if os.path.exists(run.network_path):
+        raise MismatchedFiles(run.network_path, f"is another run's (no {os.path.basename(run.checkpoint_path)} "
+                                                f"beside it to continue from); {KEEP}")
+    return None
+
+
+def checkpoint_problem(path, config, hashes):
+    """Why the checkpoint at ``path`` cannot be continued by a run of ``config`` on inputs of SHA-256
+    ``hashes`` ({"features": ..., "latent": ...}): a str, or None when it can (or is absent)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        payload = load_checkpoint(path)
+        saved = TrainConfig.from_dict(payload["config"])
+        step, inputs = int(payload["step"]), payload["inputs"]
+    except MotionMatchingError as error:
+        return error.problem
+    except (KeyError, TypeError, ValueError) as error:
+        return f"checkpoint lacks or garbles {error}"
+    differences = numeric_differences(saved, config)
+    if differences:
+        return "it was trained with other " + ", ".join("--" + name.replace("_", "-") for name in differences)
+    changed = [name for name, digest in hashes.items() if inputs.get(name) != digest]
+    if changed:
+        return f"it was trained on another {' and '.join(name + '.bin' for name in changed)}"
+    if step > config.iterations:
+        return f"it holds {step:,} iterations, more than the {config.iterations:,} asked for"
+    return None
