@@ -4,6 +4,7 @@ The partial file records the build's arguments and a ``completed`` row count aft
 killed build resumes from its last chunk; the file takes its final name only when every row is written.
 """
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
@@ -24,9 +25,11 @@ from motion_matching.cache.format import (
     DEFAULT_SEED,
     FORMAT,
     FORMAT_VERSION,
+    H5PY_ERRORS,
     Refusal,
     check_datasets,
     features_sha256,
+    hdf5_reason,
     open_hdf5,
     open_validated,
     read_attributes,
@@ -34,11 +37,15 @@ from motion_matching.cache.format import (
 from motion_matching.cache.grow import copy_prefix, same_stream
 from motion_matching.cache.lock import exclusive_lock
 from motion_matching.cache.rows import chunk_rows_for, rows_for
-from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache
-from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache, WriteFailed
+from motion_matching.neighbours.search import DEFAULT_BACKEND, check_backend, make_searcher
 from motion_matching.toolkit import formats, recipe
 
 LOG = logging.getLogger(__name__)
+HDF5_LIBVER = ("v108", "v108")
+"""HDF5 1.8 file format: checksummed superblock and object headers (the attributes live there), so
+damaged metadata is refused by HDF5 instead of being decoded; 1.10's format would also checksum the
+chunk index, but marks files open for writing in a way that a killed build could not resume."""
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),
                  "torch": ("torch",), "sklearn": ("scikit-learn",), "motion_matching": ("motion-matching-projector",)}
 
@@ -95,18 +102,46 @@ def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend, 
 
 
 def _create(path, wanted, features):
-    """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle."""
-    handle = h5py.File(path, "w")
+    """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle.
+
+    Early allocation gives the file its full size here, so a file-size limit or a full disk usually
+    stops the build now, before any search; the unusable file is then removed (``WriteFailed``).
+    """
+    try:
+        return _create_datasets(h5py.File(path, "w", libver=HDF5_LIBVER), wanted, features)
+    except H5PY_ERRORS as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        raise WriteFailed(path, f"cannot create it ({hdf5_reason(error)})") from None
+
+
+def _create_datasets(handle, wanted, features):
+    """Allocate both datasets of ``handle`` and set every attribute; returns the handle (closed on failure)."""
+    try:
+        return _fill_new_file(handle, wanted, features)
+    except BaseException:
+        _close_quietly(handle)
+        raise
+
+
+def _close_quietly(handle):
+    """Close an HDF5 file whose writes failed: its final flush fails too, and that second error says nothing new."""
+    with contextlib.suppress(*H5PY_ERRORS):
+        handle.close()
+
+
+def _fill_new_file(handle, wanted, features):
     rows = wanted["chunk_rows"]
     for name, shape, chunks, dtype in (("queries", (wanted["nqueries"], wanted["nfeatures"]),
                                         (rows, wanted["nfeatures"]), np.float32),
                                        ("nearest", (wanted["nqueries"],), (rows,), np.int32)):
         # Early allocation: writing rows later never changes HDF5 metadata, so a killed build leaves a
-        # readable file whose ``completed`` attribute is the last value flushed.
+        # readable file whose ``completed`` attribute is the last value flushed. Fletcher-32 keeps every
+        # chunk the same size, so this holds with the checksums too.
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
         handle.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks, dcpl=dcpl, fill_time="never",
-                              track_times=False)
+                              fletcher32=True, track_times=False)
     for name, value in wanted.items():
         handle.attrs[name] = np.int64(value) if isinstance(value, int) else value
     for name, version in library_versions().items():
@@ -137,7 +172,7 @@ def _resume_problem(path, wanted, features):
                 if not np.array_equal(handle["queries"][first:completed], expected):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
-    except (OSError, CorruptCache) as error:
+    except (*H5PY_ERRORS, CorruptCache) as error:
         return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
@@ -257,9 +292,12 @@ def _write_partial(partial, features, searcher, wanted, *, progress, stop_after,
         completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
     except KeyboardInterrupt as stop:
         stop.kept_rows = (int(handle.attrs["completed"]), resumed)  # rows written stay: a resume starts there
+        _close_quietly(handle)
         raise
-    finally:
-        handle.close()
+    except BaseException:
+        _close_quietly(handle)
+        raise
+    handle.close()
     return completed, resumed
 
 
@@ -302,6 +340,7 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise MissingFile(out, f"its folder {folder} does not exist")
+    check_backend(backend, device=device)  # before anything is read: a bad option is refused at once
     features = formats.load_features(features_path).features
     if features.shape[0] >= 2 ** 31:
         raise InvalidFile(features_path, f"{features.shape[0]} frames do not fit the cache's int32 indices")
@@ -321,9 +360,9 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
                                                 stop_after=stop_after, grow_from=out if state == "smaller" else None)
             if completed == nqueries:
                 _publish(partial, out)
-        except OSError as error:  # a full disk, a vanished folder: keep what was written for a resume
-            raise MotionMatchingError(partial, f"cannot write it ({error}); fix that and run the same command "
-                                               "again to resume") from None
+        except H5PY_ERRORS as error:  # a full disk, a vanished folder: keep what was written for a resume
+            raise WriteFailed(partial, f"cannot write it ({hdf5_reason(error)}); fix that and run the same "
+                                       "command again to resume") from None
         except KeyboardInterrupt as stop:
             kept, resumed = getattr(stop, "kept_rows", (0, 0))
             result = BuildResult(out, "interrupted", nqueries, resumed, kept - resumed, time.monotonic() - started)

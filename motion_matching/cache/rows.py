@@ -66,7 +66,7 @@ class ToolkitRows:
         group = handle.create_group(streams.STATE_GROUP)
         for name, dtype in streams.STATE_DATASETS.items():
             shape = (self.nchunks, toolkit_stream.STATE_WORDS) if name == "keys" else (self.nchunks,)
-            group.create_dataset(name, shape=shape, dtype=dtype, track_times=False)
+            group.create_dataset(name, shape=shape, dtype=dtype, track_times=False, fletcher32=True)
         self.record(handle, 0, self.stream.state())
 
     def _stored_state(self, handle, chunk):

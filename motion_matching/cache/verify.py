@@ -9,11 +9,15 @@ from motion_matching.cache.format import (
     check_complete,
     check_datasets,
     check_rows,
+    damaged_metadata,
     features_sha256,
     freshness_problem,
+    has_checksums,
+    note_missing_checksums,
     open_hdf5,
     open_validated,
     read_attributes,
+    read_rows,
 )
 from motion_matching.cache.rows import rows_for
 from motion_matching.toolkit import formats
@@ -30,22 +34,31 @@ class VerifyReport:
 
     path: str
     nqueries: int
-    rows_scanned: int          # rows checked for finite queries and in-range frames (all of them)
+    rows_scanned: int          # rows checked for checksums, finite queries and in-range frames (all)
     rows_regenerated: int      # sampled rows whose queries regenerate bit-identically
     neighbours_checked: int    # sampled rows whose neighbour matches a float64 brute force
     worst_excess: float        # largest (stored - best) squared distance relative to |q|^2 + |x|^2
+    checksums: bool = True     # False for a version-1 cache, whose rows have no checksums
 
 
 def cache_info(path, *, features_path=None):
     """Metadata of the complete cache at ``path``: a dict of its root attributes plus ``fresh`` (True, False,
-    or None when ``features_path`` is None) and ``freshness`` (str, why it is stale, or "")."""
+    or None when ``features_path`` is None), ``freshness`` (str, why it is stale, or "") and ``checksums``
+    (True once every chunk passed its Fletcher-32 checksum; False for a version-1 cache, which has none).
+
+    Raises ``CorruptCache`` naming the rows of a chunk that fails its checksum.
+    """
     refusal = Refusal(path, features_path=features_path or DEFAULT_FEATURES)
     with open_hdf5(path, refusal) as handle:
         attributes = read_attributes(handle, refusal)
         check_datasets(handle, attributes, refusal)
         check_complete(attributes, refusal)
-        chunks = handle["queries"].chunks
-    info = dict(attributes, storage_chunk_rows=chunks[0] if chunks else None, fresh=None, freshness="")
+        with damaged_metadata(refusal):
+            chunks = handle["queries"].chunks
+        if has_checksums(attributes):
+            _scan_rows(handle, attributes, refusal, check_values=False)
+    info = dict(attributes, storage_chunk_rows=chunks[0] if chunks else None, fresh=None, freshness="",
+                checksums=has_checksums(attributes))
     if features_path is not None:
         features = formats.load_features(features_path).features
         problem = freshness_problem(attributes, sha256=features_sha256(features_path),
@@ -54,13 +67,17 @@ def cache_info(path, *, features_path=None):
     return info
 
 
-def _scan_rows(handle, attributes, refusal):
-    """Check every row (finite queries, nearest frames in range), ``SCAN_ROWS`` at a time; returns the count."""
-    nqueries = attributes["nqueries"]
+def _scan_rows(handle, attributes, refusal, *, check_values=True):
+    """Read every row ``SCAN_ROWS`` at a time, so each chunk's checksum is checked, and unless not
+    ``check_values`` check the rows (finite queries, nearest frames in range); returns the row count."""
+    nqueries, nfeatures = attributes["nqueries"], attributes["nfeatures"]
     for first in range(0, nqueries, SCAN_ROWS):
-        rows = slice(first, min(first + SCAN_ROWS, nqueries))
-        check_rows(handle["queries"][rows], handle["nearest"][rows], first=first, nframes=attributes["nframes"],
-                   refusal=refusal)
+        last = min(first + SCAN_ROWS, nqueries)
+        queries, nearest = np.empty((last - first, nfeatures), np.float32), np.empty(last - first, np.int32)
+        read_rows(handle, "queries", first, last, queries, refusal)
+        read_rows(handle, "nearest", first, last, nearest, refusal)
+        if check_values:
+            check_rows(queries, nearest, first=first, nframes=attributes["nframes"], refusal=refusal)
     return nqueries
 
 
@@ -105,13 +122,15 @@ def _check_neighbours(rows, queries, nearest, features, refusal, *, batch=256):
 
 def verify_cache(path, *, features_path="features.bin", sample=1000, seed=None):
     """Re-check the cache at ``path``: every structural and freshness check of ``open_cache``, every row
-    (finite queries, nearest frames in range), and for ``sample`` random rows (drawn with ``seed``) that the queries
-    regenerate bit-identically and the neighbour is exact against a float64 brute force.
+    (each chunk's checksum, finite queries, nearest frames in range), and for ``sample`` random rows (drawn
+    with ``seed``) that the queries regenerate bit-identically and the neighbour is exact against a float64
+    brute force.
 
     Returns a ``VerifyReport``; raises ``CorruptCache``, ``StaleCache`` or ``MissingFile`` naming the
     first problem.
     """
     handle, attributes, refusal, _ = open_validated(path, features_path=features_path)
+    note_missing_checksums(attributes, refusal)
     with handle:
         features = formats.load_features(features_path).features
         scanned = _scan_rows(handle, attributes, refusal)
@@ -122,4 +141,5 @@ def verify_cache(path, *, features_path="features.bin", sample=1000, seed=None):
         nearest = handle["nearest"][rows].astype(np.int64) if count else np.zeros(0, np.int64)
         _check_regenerated(handle, rows, queries, features, attributes, refusal)
     worst = _check_neighbours(rows, queries, nearest, features, refusal)
-    return VerifyReport(str(path), attributes["nqueries"], scanned, count, count, worst)
+    return VerifyReport(str(path), attributes["nqueries"], scanned, count, count, worst,
+                        has_checksums(attributes))

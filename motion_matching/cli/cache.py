@@ -8,7 +8,7 @@ import numpy as np
 
 from motion_matching import cache
 from motion_matching.cache.build import BuildInterrupted
-from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.group import INTERRUPTED_EXIT, SEED, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.toolkit import recipe
@@ -21,7 +21,7 @@ FILE = click.Path(dir_okay=False)
               help="The toolkit's features.bin.")
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
               help="Number of noisy queries (rows) to store.")
-@click.option("--seed", type=int, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
+@click.option("--seed", type=SEED, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
 @click.option("--out", type=FILE, metavar="FILE", default="projector_cache.h5", show_default=True,
               help="The cache file to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
@@ -126,6 +126,9 @@ def describe_info(path, info):
              f"query_block: {info['query_block']}", f"noise_scale: {scale}", f"backend: {info['backend']}",
              f"stream: {describe_stream(info)}",
              f"created: {info['created']}",
+             "checksums: Fletcher-32 per chunk, every chunk verified" if info["checksums"] else
+             "checksums: none (format version 1: damage inside its rows cannot be detected; rebuild it with "
+             "build-cache --force to add them)",
              "versions: " + ", ".join(f"{name} {version}" for name, version in sorted(info["versions"].items()))]
     if info["fresh"] is None:
         lines.append("fresh: not checked (pass --features)")
@@ -148,7 +151,7 @@ def describe_stream(info):
               help="The features.bin the cache must have been built from.")
 @click.option("--sample", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Random rows to regenerate and re-search by float64 brute force.")
-@click.option("--seed", type=int, default=None, help="Seed of the sample (default: a fresh one).")
+@click.option("--seed", type=SEED, default=None, help="Seed of the sample (default: a fresh one).")
 @reports_errors
 def verify_cache_command(cache_path, features_path, sample, seed):
     """Re-check a cache: layout, freshness, and a random sample of rows against a float64 brute force.
@@ -156,6 +159,8 @@ def verify_cache_command(cache_path, features_path, sample, seed):
     Example: mm-projector verify-cache projector_cache.h5 --features features.bin --sample 5000
     """
     report = cache.verify_cache(cache_path, features_path=features_path, sample=sample, seed=seed)
-    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows finite and in range; {report.rows_regenerated:,} "
+    checked = "pass their checksums, are " if report.checksums else "(no checksums: format version 1) "
+    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows {checked}finite and in range; "
+               f"{report.rows_regenerated:,} "
                f"sampled queries regenerate bit-identically; {report.neighbours_checked:,} sampled neighbours "
                f"match a float64 brute force (worst relative excess {report.worst_excess:.2g})")

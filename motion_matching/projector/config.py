@@ -9,6 +9,7 @@ losses read every few steps; "toolkit": the script's single-tensor AdamW, loss r
 ``threads`` (None: every core for the fast step, one thread, the script's, for the toolkit step).
 """
 import dataclasses
+import math
 import typing
 
 from motion_matching.toolkit import recipe
@@ -65,6 +66,14 @@ class TrainConfig:
             object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")
         if self.step not in STEP_KINDS:
             raise ValueError(f"step must be one of {', '.join(STEP_KINDS)}, not {self.step!r}")
+        if not 0 <= self.seed < 2 ** 63:
+            raise ValueError(f"seed must be between 0 and 2**63 - 1, not {self.seed}")
+        for name, low in (("lr", 0.0), ("lr_decay", 0.0), ("weight_decay", None), ("weight_features", None),
+                          ("weight_latent", None), ("weight_distance", None)):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0 or (low is not None and value <= low):
+                bound = "above 0" if low is not None else "0 or more"
+                raise ValueError(f"{name} must be a finite number {bound}, not {value}")
         if self.exact_toolkit and (self.step != "toolkit" or self.threads not in (None, 1) or self.device != "cpu"):
             raise ValueError("--exact-toolkit runs the toolkit's step on one CPU thread, as the script does: leave "
                              "out --step, --threads and --device (or pass --step toolkit --threads 1 --device cpu)")

@@ -17,7 +17,7 @@ import time
 import torch
 
 from motion_matching.atomic import check_folder_name, output_folder
-from motion_matching.errors import MotionMatchingError
+from motion_matching.errors import InvalidOption, MotionMatchingError
 from motion_matching.neighbours.search import make_searcher, torch_threads
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.checkpoint import save_checkpoint
@@ -72,7 +72,10 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def _device(name):
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise InvalidOption("--device", f"{name!r} is not a torch device (cpu, cuda or cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise MotionMatchingError("--device", f"{name} requested but torch sees no CUDA device")
     return device
