@@ -45,7 +45,8 @@ setup(
         "onnx": ["onnx>=1.14", "onnxruntime>=1.16"],
         "tensorboard": ["tensorboard>=2.10"],
         "lint": ["ruff>=0.5", "import-linter>=2.0"],
-        "test": ["pytest>=7", "matplotlib>=3.5", "onnx>=1.14", "onnxruntime>=1.16", "tensorboard>=2.10"],
+        "test": ["pytest>=7", "hypothesis>=6", "matplotlib>=3.5", "onnx>=1.14", "onnxruntime>=1.16",
+                 "tensorboard>=2.10"],
     },
     entry_points={"console_scripts": ["mm-projector=motion_matching.cli:main"]},
 )

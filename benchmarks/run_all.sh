@@ -24,4 +24,7 @@ run cache benchmarks/bench_cache.py --frames 50000 --queries 1048576 --repeats 3
 run step benchmarks/bench_step.py --repeats 5
 run train benchmarks/bench_train.py --frames 50000 --repeats 3
 run parity benchmarks/parity_synthetic.py --frames 50000 --iterations 2000
+run parity-toolkit benchmarks/parity_toolkit.py --frames 50000 --iterations 5001
 run inference benchmarks/bench_inference.py --passes 7
+run checksums benchmarks/bench_checksums.py --frames 50000 --queries 1048576 --repeats 5
+run kill-training benchmarks/kill_training.py --trials 3

@@ -3,18 +3,22 @@ import contextlib
 import os
 import tempfile
 
-from motion_matching.errors import InvalidFile
+from motion_matching.errors import InvalidFile, WriteFailed
 
 
 @contextlib.contextmanager
 def atomic_write(path, mode="wb"):
     """Yield a file object for a temporary file beside ``path``; on success rename it to ``path``.
 
-    On any exception the temporary file is removed and an existing ``path`` is left untouched.
+    On any exception the temporary file is removed and an existing ``path`` is left untouched; an
+    ``OSError`` while writing (disk full, file too large, permission) becomes ``WriteFailed``.
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".partial")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=os.path.basename(path) + ".", suffix=".partial")
+    except OSError as error:
+        raise WriteFailed(path, f"cannot create a file in {folder} ({_reason(error)})") from None
     try:
         os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes 0600; users expect ordinary files
         with os.fdopen(handle, mode) as stream:
@@ -22,10 +26,47 @@ def atomic_write(path, mode="wb"):
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
+        if isinstance(error, OSError):
+            raise WriteFailed(path, f"cannot write it ({_reason(error)}); the previous file, if any, is "
+                                    "untouched") from None
         raise
+
+
+@contextlib.contextmanager
+def staged_files(paths):
+    """Yield {path: temporary path beside it} for files that must change together; when the block
+    succeeds, rename every temporary onto its path, so every file is complete before the first one
+    changes. On any exception every temporary is removed and every path left untouched.
+    """
+    staged = {}
+    try:
+        for path in map(os.fspath, paths):
+            staged[path] = f"{path}.{os.getpid()}.{len(staged)}.staged"
+        yield dict(staged)
+        for path, temporary in staged.items():
+            os.replace(temporary, path)
+    except BaseException as error:
+        for temporary in staged.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
+        real = {temporary: path for path, temporary in staged.items()}
+        if isinstance(error, WriteFailed) and error.path in real:  # name the file the user asked for
+            raise WriteFailed(real[error.path], error.problem) from None
+        if isinstance(error, OSError):
+            raise WriteFailed(next(iter(staged), "."), f"cannot write the files ({_reason(error)})") from None
+        raise
+
+
+def _reason(error):
+    if error.strerror:
+        return error.strerror
+    text = str(error) or type(error).__name__
+    if "requested and" in text:  # numpy's tofile reports a short write with byte counts only
+        return f"the write stopped short ({text} bytes): is the disk full or the file size limited?"
+    return text
 
 
 def _current_umask():

@@ -58,3 +58,14 @@ class CacheLocked(MotionMatchingError):
 
 class BvhError(MotionMatchingError):
     """A BVH file cannot be parsed; the problem names the line."""
+
+
+class InvalidOption(MotionMatchingError, ValueError):
+    """An option's value cannot work (with these inputs); ``path`` names the option, e.g. ``--nlatent``.
+
+    Also a ``ValueError``, as the library raised before this class existed.
+    """
+
+
+class WriteFailed(MotionMatchingError):
+    """Writing a file failed part-way (disk full, file too large, permission); the previous file is untouched."""

@@ -58,8 +58,8 @@ FILE_PROBLEMS = {  # name: (damage, error, problem, rebuild command from the fil
     "foreign HDF5": (lambda p: h5py.File(p, "w").close(), CorruptCache,
                      "not a projector cache (HDF5 attribute 'format' is None, expected "
                      "'motion-matching-projector-cache')", False),
-    "bumped version": (lambda p: edit(p, set_attribute("format_version", 2)), CorruptCache,
-                       "format_version 2 is not supported (this package reads version 1)", False),
+    "bumped version": (lambda p: edit(p, set_attribute("format_version", 3)), CorruptCache,
+                       "format_version 3 is not supported (this package reads versions 1, 2)", False),
     "partial": (lambda p: edit(p, set_attribute("completed", CHUNK)), CorruptCache,
                 f"incomplete: {CHUNK} of {NQUERIES} rows written (an interrupted build)", True),
     "missing attribute": (lambda p: edit(p, lambda h: h.attrs.__delitem__("seed")), CorruptCache,

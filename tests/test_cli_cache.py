@@ -87,7 +87,7 @@ def test_locked_cache_is_refused(good):
 def test_cache_info_prints_the_metadata_and_freshness(good, tmp_path):
     features_path, out = good
     lines = run("cache-info", out).stdout.splitlines()
-    assert lines[:4] == [f"cache: {out}", "format: motion-matching-projector-cache version 1",
+    assert lines[:4] == [f"cache: {out}", "format: motion-matching-projector-cache version 2",
                          "queries: 20,000 (seed 7, chunks of 8,192 rows)", "frames: 2,000 x 27 features"]
     assert f"features_sha256: {cache.features_sha256(features_path)}" in lines
     assert "backend: faiss-flat" in lines and lines[-1] == "fresh: not checked (pass --features)"
@@ -102,13 +102,14 @@ def test_verify_cache_passes_a_good_cache(good):
     features_path, out = good
     result = run("verify-cache", out, "--features", features_path, "--sample", 300, "--seed", 0)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"{out}: OK: 20,000 rows finite and in range; 300 sampled queries regenerate "
-                                    "bit-identically; 300 sampled neighbours match a float64 brute force")
+    assert result.stdout.startswith(f"{out}: OK: 20,000 rows pass their checksums, are finite and in range; "
+                                    "300 sampled queries regenerate bit-identically; 300 sampled neighbours match "
+                                    "a float64 brute force")
 
 
 def bump_version(path):
     with h5py.File(path, "r+") as handle:
-        handle.attrs["format_version"] = 2
+        handle.attrs["format_version"] = 3
 
 
 def mark_partial(path):
@@ -122,7 +123,7 @@ BAD_FILES = {
                   "truncated HDF5 file (it ends before the data its header announces)",
                   {"nqueries": 16_000_000, "seed": 1234}),
     "partial": (mark_partial, "incomplete: 8192 of 20000 rows written (an interrupted build)", {}),
-    "bumped version": (bump_version, "format_version 2 is not supported (this package reads version 1)",
+    "bumped version": (bump_version, "format_version 3 is not supported (this package reads versions 1, 2)",
                        {"nqueries": 16_000_000, "seed": 1234}),
 }
 

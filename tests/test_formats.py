@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from motion_matching.errors import WriteFailed
 from motion_matching.projector.model import module_to_network, network_to_module
 from motion_matching.toolkit import formats
 
@@ -78,8 +79,9 @@ def test_writes_are_atomic_and_keep_the_old_file_on_failure(tmp_path, monkeypatc
         raise OSError("disk full")
 
     monkeypatch.setattr(formats, "write_array", write_half_then_fail)
-    with pytest.raises(OSError):
+    with pytest.raises(WriteFailed) as raised:
         formats.save_latent(path, np.zeros((5, 3), np.float32))
+    assert str(raised.value) == (f"{path}: cannot write it (disk full); the previous file, if any, is untouched")
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["latent.bin"]
 

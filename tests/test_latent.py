@@ -36,7 +36,7 @@ def test_latent_is_deterministic_and_follows_the_pose(database):
 
 
 def test_too_many_latent_columns_is_refused(database):
-    with pytest.raises(ValueError, match="nlatent must be between 1 and"):
+    with pytest.raises(ValueError, match="^--nlatent: must be between 1 and"):
         latent.compute_latent(database, nlatent=10_000)
 
 

@@ -167,3 +167,29 @@ def test_mirrored_ranges_have_mirrored_features(small):
         raw[original, 15:27] * np.tile([-1.0, 1.0], 6),               # (x, z) pairs
     ], axis=1)
     np.testing.assert_allclose(raw[mirrored], expected, atol=2e-4)
+
+
+def _largest_angular_acceleration(database):
+    """Largest frame-to-frame change of any bone's angular velocity within a range, rad/s^2."""
+    angular = database.bone_angular_velocities.astype(np.float64)
+    return max(np.linalg.norm(np.diff(angular[start:stop], axis=0), axis=-1).max() * 60.0
+               for start, stop in zip(database.range_starts, database.range_stops))
+
+
+def test_synthetic_motion_stays_inside_the_real_envelope():
+    """The default synthetic database moves no faster, and spikes no more, than real motion capture.
+
+    Margins: the synthetic set runs faster and turns more sharply than the reference's short loops, so
+    10% above its angular speed and acceleration and 25% above its largest feature; the knee flips this
+    guards against were single frames at 14 times the reference's angular speed.
+    """
+    from conftest import shared_fixture
+    reference = formats.load_database(shared_fixture("reference-features", "database.bin"))
+    reference_features = formats.load_features(shared_fixture("reference-features", "features.bin")).features
+    database = synthetic.generate_synthetic_database(seed=0)
+    angular_speed = np.linalg.norm(database.bone_angular_velocities, axis=-1)
+    reference_speed = np.linalg.norm(reference.bone_angular_velocities, axis=-1).max()
+    assert angular_speed.max() <= 1.1 * reference_speed, np.unravel_index(angular_speed.argmax(), angular_speed.shape)
+    assert _largest_angular_acceleration(database) <= 1.1 * _largest_angular_acceleration(reference)
+    matching = features.compute_features(database).features
+    assert np.abs(matching).max() <= 1.25 * np.abs(reference_features).max()

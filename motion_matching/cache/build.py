@@ -4,6 +4,7 @@ The partial file records the build's arguments and a ``completed`` row count aft
 killed build resumes from its last chunk; the file takes its final name only when every row is written.
 """
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import importlib.metadata
@@ -15,6 +16,7 @@ import time
 import h5py
 import numpy as np
 
+from motion_matching.cache import streams
 from motion_matching.cache.commands import DEFAULT_FEATURES
 from motion_matching.cache.format import (
     BUILD_KEYS,
@@ -23,21 +25,27 @@ from motion_matching.cache.format import (
     DEFAULT_SEED,
     FORMAT,
     FORMAT_VERSION,
+    H5PY_ERRORS,
     Refusal,
     check_datasets,
     features_sha256,
+    hdf5_reason,
     open_hdf5,
     open_validated,
     read_attributes,
 )
 from motion_matching.cache.grow import copy_prefix, same_stream
 from motion_matching.cache.lock import exclusive_lock
-from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache
-from motion_matching.neighbours import queries as query_stream
-from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
-from motion_matching.toolkit import formats
+from motion_matching.cache.rows import chunk_rows_for, rows_for
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache, WriteFailed
+from motion_matching.neighbours.search import DEFAULT_BACKEND, check_backend, make_searcher
+from motion_matching.toolkit import formats, recipe
 
 LOG = logging.getLogger(__name__)
+HDF5_LIBVER = ("v108", "v108")
+"""HDF5 1.8 file format: checksummed superblock and object headers (the attributes live there), so
+damaged metadata is refused by HDF5 instead of being decoded; 1.10's format would also checksum the
+chunk index, but marks files open for writing in a way that a killed build could not resume."""
 DISTRIBUTIONS = {"numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu", "faiss"), "h5py": ("h5py",),
                  "torch": ("torch",), "sklearn": ("scikit-learn",), "motion_matching": ("motion-matching-projector",)}
 
@@ -77,33 +85,69 @@ def library_versions():
     return versions
 
 
-def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend):
-    """The root attributes (dict) of a new cache of ``features`` (F, n) float32, with ``completed`` 0."""
-    return {"format": FORMAT, "format_version": FORMAT_VERSION, "features_sha256": sha256,
-            "nframes": features.shape[0], "nfeatures": features.shape[1], "nqueries": nqueries, "seed": seed,
-            "chunk_rows": min(chunk_rows, nqueries), "completed": 0, "query_recipe": query_stream.RECIPE,
-            "query_block": query_stream.QUERY_BLOCK, "noise_scale": query_stream.noise_scale(features),
-            "backend": backend}
+def wanted_attributes(features, *, sha256, nqueries, seed, chunk_rows, backend, toolkit=None):
+    """The root attributes (dict) of a new cache of ``features`` (F, n) float32, with ``completed`` 0.
+
+    ``toolkit`` (dict: batch_size, save_every, preview_rows) asks for the toolkit script's stream.
+    """
+    batch_size = toolkit["batch_size"] if toolkit else None
+    wanted = {"format": FORMAT, "format_version": FORMAT_VERSION, "features_sha256": sha256,
+              "nframes": features.shape[0], "nfeatures": features.shape[1], "nqueries": nqueries, "seed": seed,
+              "chunk_rows": chunk_rows_for(chunk_rows, nqueries, batch_size), "completed": 0, "backend": backend}
+    if toolkit:
+        wanted.update(streams.stream_attributes(streams.TOOLKIT, features, **toolkit))
+    else:
+        wanted.update(streams.stream_attributes(streams.DEFAULT, features))
+    return wanted
 
 
-def _create(path, wanted):
-    """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle."""
-    handle = h5py.File(path, "w")
+def _create(path, wanted, features):
+    """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle.
+
+    Early allocation gives the file its full size here, so a file-size limit or a full disk usually
+    stops the build now, before any search; the unusable file is then removed (``WriteFailed``).
+    """
+    try:
+        return _create_datasets(h5py.File(path, "w", libver=HDF5_LIBVER), wanted, features)
+    except H5PY_ERRORS as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+        raise WriteFailed(path, f"cannot create it ({hdf5_reason(error)})") from None
+
+
+def _create_datasets(handle, wanted, features):
+    """Allocate both datasets of ``handle`` and set every attribute; returns the handle (closed on failure)."""
+    try:
+        return _fill_new_file(handle, wanted, features)
+    except BaseException:
+        _close_quietly(handle)
+        raise
+
+
+def _close_quietly(handle):
+    """Close an HDF5 file whose writes failed: its final flush fails too, and that second error says nothing new."""
+    with contextlib.suppress(*H5PY_ERRORS):
+        handle.close()
+
+
+def _fill_new_file(handle, wanted, features):
     rows = wanted["chunk_rows"]
     for name, shape, chunks, dtype in (("queries", (wanted["nqueries"], wanted["nfeatures"]),
                                         (rows, wanted["nfeatures"]), np.float32),
                                        ("nearest", (wanted["nqueries"],), (rows,), np.int32)):
         # Early allocation: writing rows later never changes HDF5 metadata, so a killed build leaves a
-        # readable file whose ``completed`` attribute is the last value flushed.
+        # readable file whose ``completed`` attribute is the last value flushed. Fletcher-32 keeps every
+        # chunk the same size, so this holds with the checksums too.
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
         handle.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks, dcpl=dcpl, fill_time="never",
-                              track_times=False)
+                              fletcher32=True, track_times=False)
     for name, value in wanted.items():
         handle.attrs[name] = np.int64(value) if isinstance(value, int) else value
     for name, version in library_versions().items():
         handle.attrs[f"version_{name}"] = version
     handle.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    rows_for(features, wanted).create(handle)
     handle.flush()
     return handle
 
@@ -116,7 +160,7 @@ def _resume_problem(path, wanted, features):
         with open_hdf5(path, refusal) as handle:
             attributes = read_attributes(handle, refusal)
             check_datasets(handle, attributes, refusal)
-            changed = [key for key in BUILD_KEYS if attributes[key] != wanted[key]]
+            changed = [key for key in BUILD_KEYS if attributes.get(key) != wanted.get(key)]
             if changed:
                 return f"it was started with other arguments ({', '.join(changed)} differ)", 0
             completed, rows = attributes["completed"], attributes["chunk_rows"]
@@ -124,12 +168,11 @@ def _resume_problem(path, wanted, features):
                 return f"its completed count {completed} is not a whole number of chunks", 0
             if completed:
                 first = (completed - 1) // rows * rows
-                expected, _ = query_stream.generate_queries(features, seed=wanted["seed"], start=first,
-                                                            stop=completed, scale=wanted["noise_scale"])
+                expected = rows_for(features, wanted).regenerate(handle, first, completed)
                 if not np.array_equal(handle["queries"][first:completed], expected):
                     return f"its last chunk (rows {first}..{completed - 1}) does not hold the expected queries", 0
             return None, completed
-    except (OSError, CorruptCache) as error:
+    except (*H5PY_ERRORS, CorruptCache) as error:
         return f"it cannot be read ({error.problem if isinstance(error, CorruptCache) else error})", 0
 
 
@@ -144,7 +187,7 @@ def _open_partial(partial, wanted, features, *, grow_from=None):
             return h5py.File(partial, "r+"), completed
         LOG.warning("%s: starting over: %s", partial, problem)
         os.remove(partial)
-    handle = _create(partial, wanted)
+    handle = _create(partial, wanted, features)
     if grow_from is None:
         return handle, 0
     try:
@@ -166,17 +209,19 @@ def _commit(handle, first, queries, nearest):
 def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     """Search and write rows ``start..nqueries`` chunk by chunk, generating the next chunk's queries in a thread
     while the current one is searched; returns the completed row count."""
-    nqueries, rows, seed, scale = wanted["nqueries"], wanted["chunk_rows"], wanted["seed"], wanted["noise_scale"]
+    nqueries, rows = wanted["nqueries"], wanted["chunk_rows"]
     firsts = list(range(start, nqueries, rows))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    source = rows_for(features, wanted)
+    source.start(handle, start)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # one worker: chunks drawn in order
         def submit(first):
-            return pool.submit(query_stream.generate_queries, features, seed=seed, start=first,
-                               stop=min(first + rows, nqueries), scale=scale)
+            return pool.submit(source.rows, first, min(first + rows, nqueries))
         pending = submit(firsts[0]) if firsts else None
         for index, first in enumerate(firsts):
-            queries, sources = pending.result()
+            queries, sources, state = pending.result()
             pending = submit(firsts[index + 1]) if index + 1 < len(firsts) else None
             nearest = searcher.nearest(queries, sources)
+            source.record(handle, first + len(queries), state)  # the next chunk's start: flushed by the commit
             _commit(handle, first, queries, nearest)
             if progress is not None:
                 progress(first + len(queries), nqueries)
@@ -187,12 +232,13 @@ def _fill(handle, features, searcher, wanted, start, *, progress, stop_after):
     return nqueries
 
 
-def _existing_state(out, features_path, wanted, *, force):
+def _existing_state(out, features_path, wanted, *, force, toolkit_command=None):
     """What ``out`` is to this build: "absent", "current" (it holds at least the queries wanted), "smaller"
     (a prefix of them: grow it) or "replace" (another cache, with ``force``); raise if another or damaged."""
     if not os.path.exists(out):
         return "absent"
-    refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"])
+    refusal = Refusal(out, features_path=features_path, nqueries=wanted["nqueries"], seed=wanted["seed"],
+                      toolkit=toolkit_command)
     try:
         handle, attributes, _, problem = open_validated(out, features_path=features_path, require_fresh=False,
                                                         refusal=refusal)
@@ -203,6 +249,8 @@ def _existing_state(out, features_path, wanted, *, force):
         return "replace"
     handle.close()
     option = None
+    if problem is None:
+        problem = streams.stream_problem(attributes, wanted)
     if problem is None and attributes["seed"] != wanted["seed"]:
         problem = f"holds {attributes['nqueries']:,} queries of seed {attributes['seed']}, not of seed {wanted['seed']}"
         option = f"--seed {attributes['seed']} to use it"
@@ -211,6 +259,9 @@ def _existing_state(out, features_path, wanted, *, force):
     if problem is None and not same_stream(attributes, wanted):
         problem = f"holds {attributes['nqueries']:,} queries searched by the {attributes['backend']} backend"
         option = f"--backend {attributes['backend']} to grow it to {wanted['nqueries']:,}"
+    if problem is None and streams.toolkit_settings(attributes) is not None:
+        # its rows follow from the generator state, not from the row index: rebuilt, not grown
+        problem = f"holds {attributes['nqueries']:,} queries of the toolkit stream; a toolkit-stream cache is not grown"
     if problem is None:
         return "smaller"
     if not force:
@@ -241,9 +292,12 @@ def _write_partial(partial, features, searcher, wanted, *, progress, stop_after,
         completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
     except KeyboardInterrupt as stop:
         stop.kept_rows = (int(handle.attrs["completed"]), resumed)  # rows written stay: a resume starts there
+        _close_quietly(handle)
         raise
-    finally:
-        handle.close()
+    except BaseException:
+        _close_quietly(handle)
+        raise
+    handle.close()
     return completed, resumed
 
 
@@ -264,9 +318,13 @@ def _publish(partial, out):
 
 def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqueries=DEFAULT_NQUERIES,
                 seed=DEFAULT_SEED, backend=DEFAULT_BACKEND, threads=None, device="cpu",
-                chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None):
+                chunk_rows=DEFAULT_CHUNK_ROWS, force=False, progress=None, stop_after=None,
+                exact_toolkit=False, database_path="database.bin", batch_size=recipe.BATCH_SIZE,
+                save_every=recipe.SAVE_EVERY):
     """Build (or resume, or confirm) the cache of ``nqueries`` queries of seed ``seed`` at ``out``.
 
+    ``exact_toolkit`` stores the toolkit script's own stream for ``batch_size`` and ``save_every``
+    (``database_path`` gives its preview length) instead of the default one.
     ``progress(done_rows, total_rows)`` is called before the first chunk and after each one;
     ``stop_after`` (int) stops after that many chunks as if interrupted. An existing ``out`` of the same
     features, seed and stream is grown when it holds fewer queries and left alone (its prefix serves) when
@@ -282,13 +340,18 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise MissingFile(out, f"its folder {folder} does not exist")
+    check_backend(backend, device=device)  # before anything is read: a bad option is refused at once
     features = formats.load_features(features_path).features
     if features.shape[0] >= 2 ** 31:
         raise InvalidFile(features_path, f"{features.shape[0]} frames do not fit the cache's int32 indices")
+    toolkit = None
+    if exact_toolkit:
+        toolkit = streams.build_settings(database_path, nqueries=nqueries, batch_size=batch_size, save_every=save_every)
     wanted = wanted_attributes(features, sha256=features_sha256(features_path), nqueries=nqueries, seed=seed,
-                               chunk_rows=chunk_rows, backend=backend)
+                               chunk_rows=chunk_rows, backend=backend, toolkit=toolkit)
+    command = dict(toolkit, database_path=database_path) if toolkit else None
     with exclusive_lock(out):
-        state = _existing_state(out, features_path, wanted, force=force)
+        state = _existing_state(out, features_path, wanted, force=force, toolkit_command=command)
         if state == "current":
             return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
@@ -297,9 +360,9 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
                                                 stop_after=stop_after, grow_from=out if state == "smaller" else None)
             if completed == nqueries:
                 _publish(partial, out)
-        except OSError as error:  # a full disk, a vanished folder: keep what was written for a resume
-            raise MotionMatchingError(partial, f"cannot write it ({error}); fix that and run the same command "
-                                               "again to resume") from None
+        except H5PY_ERRORS as error:  # a full disk, a vanished folder: keep what was written for a resume
+            raise WriteFailed(partial, f"cannot write it ({hdf5_reason(error)}); fix that and run the same "
+                                       "command again to resume") from None
         except KeyboardInterrupt as stop:
             kept, resumed = getattr(stop, "kept_rows", (0, 0))
             result = BuildResult(out, "interrupted", nqueries, resumed, kept - resumed, time.monotonic() - started)

@@ -14,9 +14,14 @@ def command_line(*words):
     return " ".join(shlex.quote(os.fspath(word) if isinstance(word, os.PathLike) else str(word)) for word in words)
 
 
-def build_cache_command(out, *, features_path, nqueries, seed, force=True):
+def build_cache_command(out, *, features_path, nqueries, seed, toolkit=None, force=True):
     """The ``mm-projector build-cache ... --force`` line (str) that writes, replacing what is there, the cache
     of ``nqueries`` queries of seed ``seed`` for ``features_path`` at ``out`` (without ``force``: the line
-    that builds it, or resumes its interrupted build)."""
-    return command_line("mm-projector", "build-cache", "--features", features_path, "--out", out,
-                        "--queries", nqueries, "--seed", seed, *(["--force"] if force else []))
+    that builds it, or resumes its interrupted build); ``toolkit`` (dict: batch_size, save_every,
+    database_path) asks for the toolkit script's stream (``--exact-toolkit``)."""
+    words = ["--queries", nqueries, "--seed", seed]
+    if toolkit:
+        words += ["--exact-toolkit", "--database", toolkit.get("database_path") or "database.bin",
+                  "--batch-size", toolkit["batch_size"], "--save-every", toolkit["save_every"]]
+    return command_line("mm-projector", "build-cache", "--features", features_path, "--out", out, *words,
+                        *(["--force"] if force else []))

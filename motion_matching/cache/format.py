@@ -1,26 +1,33 @@
 """The projector cache's HDF5 layout (docs/cache.md): names, fingerprints and the checks every reader runs.
 
 Root attributes describe the file; two datasets hold the rows: ``queries`` (N, n) float32 and
-``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows. Every check raises ``CorruptCache`` or
-``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command that rebuilds the cache.
+``nearest`` (N,) int32, both chunked by ``chunk_rows`` rows, each chunk with a Fletcher-32 checksum
+(format version 2; version 1 files have none and still open, with a note). Every check raises
+``CorruptCache`` or ``StaleCache`` (or ``MissingFile``) whose fields are the problem and the command
+that rebuilds the cache.
 """
 import contextlib
 import dataclasses
+import logging
 import os
+import re
 import typing
 
 import h5py
 import numpy as np
 
+from motion_matching.cache import streams
 from motion_matching.cache.commands import build_cache_command
 from motion_matching.cache.lock import lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
-from motion_matching.neighbours import queries as query_stream
 from motion_matching.toolkit import formats, recipe
 
 FORMAT = "motion-matching-projector-cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Versions this package reads: 1 (no checksums: opened with a note) and 2 (Fletcher-32 per chunk)."""
+CHECKSUMMED_SINCE = 2
 DEFAULT_NQUERIES = recipe.QUERIES  # one query per sample of a full toolkit run (32 x 500,000)
 DEFAULT_SEED = recipe.SEED
 DEFAULT_CHUNK_ROWS = 65_536
@@ -30,8 +37,13 @@ INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", 
 STR_ATTRIBUTES = ("format", "features_sha256", "query_recipe", "backend", "created")
 # Attributes that decide which rows the file holds: a partial build resumes only if all of them match.
 BUILD_KEYS = ("format_version", "features_sha256", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows",
-              "query_recipe", "query_block", "backend")
+              "query_recipe", "query_block", "backend", "stream") + streams.TOOLKIT_INT_ATTRIBUTES
 
+
+LOG = logging.getLogger(__name__)
+H5PY_ERRORS = (OSError, KeyError, RuntimeError, ValueError, TypeError)
+"""What h5py raises while decoding damaged metadata (besides crashes, which the checksummed HDF5 1.8
+format's object headers guard against)."""
 
 features_sha256 = file_sha256  # the cache's name for the fingerprint it stores
 
@@ -49,6 +61,7 @@ class Refusal:
     features_path: typing.Optional[str] = None
     nqueries: typing.Optional[int] = None
     seed: typing.Optional[int] = None
+    toolkit: typing.Optional[dict] = None  # --exact-toolkit settings (batch_size, save_every, database_path)
 
     def __post_init__(self):
         self.path = os.fspath(self.path)
@@ -60,7 +73,7 @@ class Refusal:
             return None
         return build_cache_command(self.path, features_path=self.features_path,
                                    nqueries=DEFAULT_NQUERIES if self.nqueries is None else self.nqueries,
-                                   seed=DEFAULT_SEED if self.seed is None else self.seed)
+                                   seed=DEFAULT_SEED if self.seed is None else self.seed, toolkit=self.toolkit)
 
     def corrupt(self, problem):
         """A ``CorruptCache`` for ``problem`` carrying the rebuild command."""
@@ -86,11 +99,31 @@ def open_hdf5(path, refusal, *, mode="r"):
         raise refusal.corrupt("not an HDF5 file")
     try:
         return h5py.File(path, mode)
-    except OSError as error:
-        reason = str(error).splitlines()[0]
+    except H5PY_ERRORS as error:
+        reason = _first_line(error)
         if "truncated" in reason:
             raise refusal.corrupt("truncated HDF5 file (it ends before the data its header announces)") from None
         raise refusal.corrupt(f"damaged HDF5 file that h5py cannot open ({reason})") from None
+
+
+def _first_line(error):
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def hdf5_reason(error):
+    """The operating system's words (str) inside an h5py error about a failed write, else its first line."""
+    found = re.search(r"error message = '([^']*)'", str(error))
+    return found.group(1) if found else (error.strerror if isinstance(error, OSError) and error.strerror
+                                         else _first_line(error))
+
+
+@contextlib.contextmanager
+def damaged_metadata(refusal):
+    """Turn what h5py raises while decoding damaged metadata into one ``CorruptCache``."""
+    try:
+        yield
+    except H5PY_ERRORS as error:
+        raise refusal.corrupt(f"damaged HDF5 metadata ({_first_line(error)})") from None
 
 
 def partial_refusal(path, refusal):
@@ -136,17 +169,29 @@ def read_attributes(handle, refusal):
 
     ``refusal``'s nqueries and seed, unless already set, are taken from the file for later messages.
     """
-    fmt = handle.attrs.get("format")
+    with damaged_metadata(refusal):
+        return _read_attributes(handle, refusal)
+
+
+def _read_attributes(handle, refusal):
+    fmt = handle.attrs["format"] if "format" in handle.attrs else None
     fmt = fmt.decode("utf-8", "replace") if isinstance(fmt, bytes) else fmt
     if fmt != FORMAT:
         raise refusal.corrupt(f"not a projector cache (HDF5 attribute 'format' is {fmt!r}, expected {FORMAT!r})")
     version = _scalar(handle, "format_version", int, refusal)
-    if version != FORMAT_VERSION:
-        raise refusal.corrupt(f"format_version {version} is not supported (this package reads version "
-                              f"{FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise refusal.corrupt(f"format_version {version} is not supported (this package reads versions "
+                              f"{', '.join(map(str, READABLE_VERSIONS))})")
     attributes = {name: _scalar(handle, name, int, refusal) for name in INT_ATTRIBUTES}
+    # caches written before the toolkit stream existed have no 'stream' attribute: they hold the default one
+    attributes["stream"] = _scalar(handle, "stream", str, refusal) if "stream" in handle.attrs else streams.DEFAULT
+    if attributes["stream"] not in streams.KINDS:
+        raise refusal.corrupt(f"attribute 'stream' is {attributes['stream']!r}, not one of {', '.join(streams.KINDS)}")
+    if attributes["stream"] == streams.TOOLKIT:
+        attributes.update({name: _scalar(handle, name, int, refusal) for name in streams.TOOLKIT_INT_ATTRIBUTES})
     if refusal.nqueries is None:
         refusal.nqueries, refusal.seed = attributes["nqueries"], attributes["seed"]
+        refusal.toolkit = streams.toolkit_settings(attributes)
     attributes.update({name: _scalar(handle, name, str, refusal) for name in STR_ATTRIBUTES})
     if "noise_scale" not in handle.attrs:
         raise refusal.corrupt("attribute 'noise_scale' is missing")
@@ -158,6 +203,11 @@ def read_attributes(handle, refusal):
 
 def check_datasets(handle, attributes, refusal):
     """Raise ``CorruptCache`` unless ``queries`` and ``nearest`` have the shapes and dtypes the attributes say."""
+    with damaged_metadata(refusal):
+        _check_datasets(handle, attributes, refusal)
+
+
+def _check_datasets(handle, attributes, refusal):
     nqueries, nfeatures = attributes["nqueries"], attributes["nfeatures"]
     if nqueries < 1 or nfeatures < 1 or attributes["nframes"] < 1 or attributes["chunk_rows"] < 1:
         raise refusal.corrupt("counts nqueries, nfeatures, nframes and chunk_rows must be positive")
@@ -172,6 +222,70 @@ def check_datasets(handle, attributes, refusal):
         if dataset.shape != shape or dataset.dtype != dtype:
             raise refusal.corrupt(f"dataset {name!r} is {dataset.shape} {dataset.dtype}, attributes say {shape} "
                                   f"{np.dtype(dtype)}")
+        if attributes["format_version"] >= CHECKSUMMED_SINCE and not dataset.fletcher32:
+            raise refusal.corrupt(f"dataset {name!r} has no Fletcher-32 checksums, which format_version "
+                                  f"{attributes['format_version']} requires")
+    if attributes["stream"] == streams.TOOLKIT:
+        check_toolkit_states(handle, attributes, refusal)
+
+
+def has_checksums(attributes):
+    """True if the cache's chunks carry Fletcher-32 checksums (format version 2 and later)."""
+    return attributes["format_version"] >= CHECKSUMMED_SINCE
+
+
+def note_missing_checksums(attributes, refusal):
+    """Log a warning that a version-1 cache cannot reveal damage inside its rows (no-op for later versions)."""
+    if not has_checksums(attributes):
+        LOG.warning("%s: format version 1 cache: its rows have no checksums, so damage inside them cannot be "
+                    "detected; rebuild it to add them: %s", refusal.path, refusal.command)
+
+
+def read_rows(handle, name, first, last, out, refusal):
+    """Read rows ``first .. last-1`` of dataset ``name`` into ``out`` (an array of that many rows).
+
+    Raises ``CorruptCache`` naming the dataset and the rows of the first chunk that fails its checksum
+    or cannot be read.
+    """
+    with damaged_metadata(refusal):
+        dataset = handle[name]
+    try:
+        dataset.read_direct(out, np.s_[first:last])
+    except H5PY_ERRORS as error:
+        raise refusal.corrupt(_damaged_chunk(dataset, name, first, last, error)) from None
+
+
+def _damaged_chunk(dataset, name, first, last, error):
+    """Why rows ``first..last-1`` of ``dataset`` failed to read (str), naming the first bad chunk's rows."""
+    rows = dataset.chunks[0] if dataset.chunks else max(last - first, 1)
+    for start in range(first // rows * rows, last, rows):
+        stop = min(start + rows, dataset.shape[0])
+        try:
+            dataset[start:stop]
+        except H5PY_ERRORS as chunk_error:
+            error = chunk_error
+            first, last = start, stop
+            break
+    reason = _first_line(error)
+    if dataset.fletcher32 and "filter" in reason:
+        return f"{name} rows {first}..{last - 1} fail their Fletcher-32 checksum (the file is damaged)"
+    return f"{name} rows {first}..{last - 1} cannot be read ({reason})"
+
+
+def check_toolkit_states(handle, attributes, refusal):
+    """Raise ``CorruptCache`` unless a toolkit cache's batch settings and generator-state datasets fit."""
+    batch, rows = attributes["batch_size"], attributes["chunk_rows"]
+    if batch < 1 or attributes["save_every"] < 1 or attributes["preview_rows"] < 0:
+        raise refusal.corrupt("attributes batch_size and save_every must be positive, preview_rows not negative")
+    if rows % batch or attributes["nqueries"] % batch:
+        raise refusal.corrupt(f"chunk_rows {rows} and nqueries {attributes['nqueries']} must be whole batches "
+                              f"of {batch}")
+    nchunks = -(-attributes["nqueries"] // rows)
+    for name, dtype in streams.STATE_DATASETS.items():
+        dataset = handle.get(f"{streams.STATE_GROUP}/{name}")
+        shape = (nchunks, 624) if name == "keys" else (nchunks,)
+        if not isinstance(dataset, h5py.Dataset) or dataset.shape != shape or dataset.dtype != dtype:
+            raise refusal.corrupt(f"dataset '{streams.STATE_GROUP}/{name}' must be {shape} {np.dtype(dtype)}")
 
 
 def check_complete(attributes, refusal):
@@ -189,14 +303,12 @@ def freshness_problem(attributes, *, sha256, nframes, nfeatures):
     if (attributes["nframes"], attributes["nfeatures"]) != (nframes, nfeatures):
         return (f"stale: built for {attributes['nframes']} frames x {attributes['nfeatures']} features, the "
                 f"given features.bin has {nframes} x {nfeatures}")
-    if (attributes["query_recipe"], attributes["query_block"]) != (query_stream.RECIPE, query_stream.QUERY_BLOCK):
-        return "stale: built with another query recipe than this package's"
-    return None
+    return streams.recipe_problem(attributes)
 
 
 def check_noise_scale(attributes, features, refusal):
     """Raise ``CorruptCache`` unless the stored noise scale equals the one recomputed from ``features``."""
-    if not np.array_equal(attributes["noise_scale"], query_stream.noise_scale(features)):
+    if not np.array_equal(attributes["noise_scale"], streams.noise_scale(attributes, features)):
         raise refusal.corrupt("attribute 'noise_scale' differs from the one recomputed from features.bin")
 
 

@@ -3,7 +3,7 @@ import os
 
 import numpy as np
 
-from motion_matching.cache.format import check_rows, open_validated
+from motion_matching.cache.format import check_rows, note_missing_checksums, open_validated, read_rows
 
 CHECK_ROWS = 1 << 20
 
@@ -26,8 +26,8 @@ class CacheReader:
         """Rows ``start .. stop-1``: ``(queries (k, nfeatures) float32, nearest (k,) int64)``, k = stop - start.
 
         Whole chunks inside the range are read straight into the result; the partial chunks at its
-        ends come through the one chunk kept in memory. Raises ``CorruptCache`` if rows cannot be read,
-        hold NaN/Inf, or name a frame out of range.
+        ends come through the one chunk kept in memory. Raises ``CorruptCache`` if rows fail their
+        checksum or cannot be read, hold NaN/Inf, or name a frame out of range.
         """
         if not 0 <= start <= stop <= self.nqueries:
             raise ValueError(f"rows {start}..{stop} are outside 0..{self.nqueries}")
@@ -50,11 +50,8 @@ class CacheReader:
             row += hi - lo
 
     def _read_direct(self, first, last, queries, nearest):
-        try:
-            self._handle["queries"].read_direct(queries, np.s_[first:last])
-            self._handle["nearest"].read_direct(nearest, np.s_[first:last])
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise self._refusal.corrupt(f"rows {first}..{last - 1} cannot be read ({error})") from None
+        read_rows(self._handle, "queries", first, last, queries, self._refusal)
+        read_rows(self._handle, "nearest", first, last, nearest, self._refusal)
         for lo in range(0, last - first, CHECK_ROWS):  # bounded temporaries for whole-cache reads
             check_rows(queries[lo:lo + CHECK_ROWS], nearest[lo:lo + CHECK_ROWS], first=first + lo,
                        nframes=self.nframes, refusal=self._refusal)
@@ -87,5 +84,6 @@ def open_cache(path, *, features_path="features.bin"):
     Raises ``MissingFile``, ``CorruptCache`` or ``StaleCache``; each message ends with the rebuild command.
     """
     handle, attributes, refusal, _ = open_validated(path, features_path=features_path)
+    note_missing_checksums(attributes, refusal)
     return CacheReader(path, handle, attributes, refusal)
 

@@ -8,9 +8,10 @@ import numpy as np
 
 from motion_matching import cache
 from motion_matching.cache.build import BuildInterrupted
-from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.group import INTERRUPTED_EXIT, SEED, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
+from motion_matching.toolkit import recipe
 
 FILE = click.Path(dir_okay=False)
 
@@ -20,7 +21,7 @@ FILE = click.Path(dir_okay=False)
               help="The toolkit's features.bin.")
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
               help="Number of noisy queries (rows) to store.")
-@click.option("--seed", type=int, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
+@click.option("--seed", type=SEED, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
 @click.option("--out", type=FILE, metavar="FILE", default="projector_cache.h5", show_default=True,
               help="The cache file to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
@@ -31,8 +32,17 @@ FILE = click.Path(dir_okay=False)
               help="Rows per search call, HDF5 chunk and resume step.")
 @click.option("--force", is_flag=True, help="Replace a cache built from other features or arguments.")
 @click.option("--quiet", is_flag=True, help="No progress bar or notes, only errors and the final line.")
+@click.option("--exact-toolkit", is_flag=True,
+              help="Store the toolkit script's own query stream (for train --exact-toolkit --offline).")
+@click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
+              help="With --exact-toolkit: the database.bin whose range 2 sets the preview's draws.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=recipe.BATCH_SIZE, show_default=True,
+              help="With --exact-toolkit: the training batch size the stream is drawn for.")
+@click.option("--save-every", type=click.IntRange(min=1), default=recipe.SAVE_EVERY, show_default=True,
+              help="With --exact-toolkit: the training's projector.bin save interval (its preview draws).")
 @reports_errors
-def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet):
+def build_cache_command(features_path, nqueries, seed, out, backend, threads, device, chunk_rows, force, quiet,
+                        **toolkit):
     """Build the exact-neighbour cache: noisy queries and their nearest frames, in HDF5.
 
     Resumes an interrupted build of the same arguments; does nothing if OUT is already up to date.
@@ -45,7 +55,7 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
         try:
             result = cache.build_cache(features_path, out=out, nqueries=nqueries, seed=seed, backend=backend,
                                        threads=threads, device=device, chunk_rows=chunk_rows, force=force,
-                                       progress=None if quiet else bar)
+                                       progress=None if quiet else bar, **toolkit)
         except BuildInterrupted as stop:
             bar.close()
             click.echo(describe_interruption(stop), err=True)
@@ -114,7 +124,11 @@ def describe_info(path, info):
              f"frames: {info['nframes']:,} x {info['nfeatures']} features",
              f"features_sha256: {info['features_sha256']}", f"query_recipe: {info['query_recipe']}",
              f"query_block: {info['query_block']}", f"noise_scale: {scale}", f"backend: {info['backend']}",
+             f"stream: {describe_stream(info)}",
              f"created: {info['created']}",
+             "checksums: Fletcher-32 per chunk, every chunk verified" if info["checksums"] else
+             "checksums: none (format version 1: damage inside its rows cannot be detected; rebuild it with "
+             "build-cache --force to add them)",
              "versions: " + ", ".join(f"{name} {version}" for name, version in sorted(info["versions"].items()))]
     if info["fresh"] is None:
         lines.append("fresh: not checked (pass --features)")
@@ -123,13 +137,21 @@ def describe_info(path, info):
     return lines
 
 
+def describe_stream(info):
+    """The cache's query stream in words (str)."""
+    if info.get("stream", "default") == "default":
+        return "default"
+    return (f"toolkit (batch {info['batch_size']}, save interval {info['save_every']}, "
+            f"preview {info['preview_rows']} rows)")
+
+
 @main.command("verify-cache", short_help=summary("verify-cache"))
 @click.argument("cache_path", metavar="CACHE", type=FILE)
 @click.option("--features", "features_path", type=FILE, default="features.bin", show_default=True,
               help="The features.bin the cache must have been built from.")
 @click.option("--sample", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Random rows to regenerate and re-search by float64 brute force.")
-@click.option("--seed", type=int, default=None, help="Seed of the sample (default: a fresh one).")
+@click.option("--seed", type=SEED, default=None, help="Seed of the sample (default: a fresh one).")
 @reports_errors
 def verify_cache_command(cache_path, features_path, sample, seed):
     """Re-check a cache: layout, freshness, and a random sample of rows against a float64 brute force.
@@ -137,6 +159,8 @@ def verify_cache_command(cache_path, features_path, sample, seed):
     Example: mm-projector verify-cache projector_cache.h5 --features features.bin --sample 5000
     """
     report = cache.verify_cache(cache_path, features_path=features_path, sample=sample, seed=seed)
-    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows finite and in range; {report.rows_regenerated:,} "
+    checked = "pass their checksums, are " if report.checksums else "(no checksums: format version 1) "
+    click.echo(f"{report.path}: OK: {report.rows_scanned:,} rows {checked}finite and in range; "
+               f"{report.rows_regenerated:,} "
                f"sampled queries regenerate bit-identically; {report.neighbours_checked:,} sampled neighbours "
                f"match a float64 brute force (worst relative excess {report.worst_excess:.2g})")

@@ -1,7 +1,7 @@
 """Commands: generate-database (the toolkit's database.bin, features.bin and latent.bin)."""
 import click
 
-from motion_matching.cli.group import main, reports_errors, summary
+from motion_matching.cli.group import SEED, main, reports_errors, summary
 from motion_matching.data import features, generate, latent
 from motion_matching.data.synthetic import locomotion
 
@@ -44,7 +44,7 @@ def _check_sources(database, bvh, windows):
 @main.command("generate-database", short_help=summary("generate-database"))
 @click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
               help="Folder for the files.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the synthetic database.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Seed of the synthetic database.")
 @click.option("--frames", type=click.IntRange(min=locomotion.MIN_FRAMES),
               help=f"Synthetic frames, mirrors included [default: {locomotion.DEFAULT_FRAMES}].")
 @click.option("--seconds", type=click.FloatRange(min=locomotion.MIN_FRAMES / locomotion.FPS),

@@ -1,7 +1,7 @@
 """Commands: export, evaluate."""
 import click
 
-from motion_matching.cli.group import main, reports_errors, summary
+from motion_matching.cli.group import SEED, main, reports_errors, summary
 from motion_matching.neighbours.queries import HELD_OUT_SEED
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.projector.evaluate import DEFAULT_QUERIES, evaluate_files
@@ -40,7 +40,7 @@ def export(source, out, format_, split):
               help="Folder for evaluation.json and the plots.")
 @click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")
-@click.option("--seed", default=HELD_OUT_SEED, show_default=True, type=int,
+@click.option("--seed", default=HELD_OUT_SEED, show_default=True, type=SEED,
               help=f"Seed of the held-out query stream (training uses {recipe.SEED}).")
 @click.option("--backend", default=DEFAULT_BACKEND, show_default=True, type=click.Choice(list(BACKENDS)),
               help="Exact nearest-neighbour search.")

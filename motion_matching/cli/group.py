@@ -29,6 +29,10 @@ ENV_PREFIX = "MM_PROJECTOR"
 CONTEXT = {"help_option_names": ["-h", "--help"], "auto_envvar_prefix": ENV_PREFIX}
 
 
+SEED = click.IntRange(min=0, max=2 ** 63 - 1)
+"""The type of every --seed option: numpy's generators take non-negative seeds, the cache stores int64."""
+
+
 def summary(name):
     """The one-line summary (str) of command ``name``, shown by ``mm-projector --help``."""
     return COMMANDS[name][1]

@@ -8,11 +8,11 @@ import logging
 import os
 import time
 
-from motion_matching.atomic import check_folder_name, output_folder
+from motion_matching.atomic import check_folder_name, output_folder, staged_files
 from motion_matching.data.features import DEFAULT_WEIGHTS, compute_features
 from motion_matching.data.latent import DEFAULT_NLATENT, compute_latent, load_matching_latent
 from motion_matching.data.synthetic import locomotion
-from motion_matching.errors import MismatchedFiles
+from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, WriteFailed
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
 
 LOG = logging.getLogger(__name__)
@@ -22,26 +22,49 @@ def write_toolkit_files(out_dir, database, *, weights=DEFAULT_WEIGHTS, latent=No
                         nlatent=DEFAULT_NLATENT, write_database=True, source="<database>"):
     """Write database.bin (unless ``write_database`` is False), features.bin and latent.bin into ``out_dir``.
 
-    ``latent`` (F, L) float32 replaces the stand-in latent when given. ``source`` names the
-    database in errors. Returns {"database": path (if written), "features": path, "latent": path}.
+    Everything is computed before anything is written, and the files are written to temporary names
+    and renamed together at the end: a failure leaves every existing file as it was. ``latent`` (F, L)
+    float32 replaces the stand-in latent when given. ``source`` names the database in errors. Returns
+    {"database": path (if written), "features": path, "latent": path}.
     """
     if latent is not None and latent.shape[0] != database.nframes:
         raise MismatchedFiles("<latent>", f"has {latent.shape[0]} frames but {source} has {database.nframes}")
-    os.makedirs(out_dir, exist_ok=True)
-    paths = {}
-    if write_database:
-        paths["database"] = os.path.join(out_dir, "database.bin")
-        save_database(paths["database"], database)
     started = time.perf_counter()
     matching = compute_features(database, weights=weights, source=source)
     LOG.info("features: %d frames in %.2f s", database.nframes, time.perf_counter() - started)
-    paths["features"] = os.path.join(out_dir, "features.bin")
-    save_features(paths["features"], matching)
     if latent is None:
         latent = compute_latent(database, nlatent=nlatent)
-    paths["latent"] = os.path.join(out_dir, "latent.bin")
-    save_latent(paths["latent"], latent)
+    paths = {name: os.path.join(out_dir, f"{name}.bin") for name in ("database", "features", "latent")
+             if write_database or name != "database"}
+    make_folder(out_dir)
+    with staged_files(paths.values()) as staged:
+        if write_database:
+            save_database(staged[paths["database"]], database)
+        save_features(staged[paths["features"]], matching)
+        save_latent(staged[paths["latent"]], latent)
     return paths
+
+
+def make_folder(folder):
+    """Create ``folder`` (and its parents) if needed; raises ``WriteFailed`` naming it if that fails."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise WriteFailed(folder, f"cannot create the folder ({error.strerror or error})") from None
+
+
+def check_extra_outputs(*, bvh_dir=None, plot_path=None):
+    """Raise before anything is written if the BVH folder or the plot cannot be made."""
+    if plot_path is not None:
+        folder = os.path.dirname(os.path.abspath(plot_path))
+        if not os.path.isdir(folder):
+            raise MissingFile(plot_path, f"its folder {folder} does not exist")
+        try:
+            import matplotlib  # noqa: F401 - only to refuse early
+        except ImportError:
+            raise MissingFile(plot_path, "writing a plot needs matplotlib (pip install matplotlib)") from None
+    if bvh_dir is not None and os.path.exists(bvh_dir) and not os.path.isdir(bvh_dir):
+        raise InvalidFile(bvh_dir, "--write-bvh needs a folder, and this is a file")
 
 
 def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed=0,
@@ -72,6 +95,7 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     "latent", and "bvh" (list, with ``bvh_dir``) and "plot" (with ``plot_path``). ``latent_path``
     keeps a user's latent instead of the stand-in; its frame count must match the database.
     """
+    check_extra_outputs(bvh_dir=bvh_dir, plot_path=plot_path)
     check_folder_name(out_dir)
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)

@@ -10,7 +10,7 @@ similar poses get similar latents, which is what the projector must learn to pre
 import numpy as np
 import threadpoolctl
 
-from motion_matching.errors import MismatchedFiles
+from motion_matching.errors import InvalidOption, MismatchedFiles
 from motion_matching.toolkit import quat
 from motion_matching.toolkit.formats import load_latent
 
@@ -49,12 +49,13 @@ def compute_latent(database, *, nlatent=DEFAULT_NLATENT):
     """Stand-in latent (F, nlatent) float32: whitened PCA of the local pose, column std 0.35 falling to 0.15.
 
     Deterministic: each component's sign makes its dot product with a fixed reference vector
-    positive, so BLAS thread counts do not flip columns. Raises ``ValueError``
+    positive, so BLAS thread counts do not flip columns. Raises ``InvalidOption`` (a ``ValueError``)
     when ``nlatent`` exceeds the pose descriptor's width.
     """
     pose = pose_descriptors(database)
     if not 0 < nlatent <= pose.shape[1]:
-        raise ValueError(f"nlatent must be between 1 and {pose.shape[1]}, got {nlatent}")
+        raise InvalidOption("--nlatent", f"must be between 1 and {pose.shape[1]} (the pose values per frame of "
+                                         f"this database), got {nlatent}")
     centred = pose - pose.mean(axis=0)
     # One BLAS thread: threaded BLAS/LAPACK sum in an order that depends on the thread count,
     # which would change the latent's bytes from one machine setting to another.

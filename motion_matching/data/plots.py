@@ -1,6 +1,7 @@
 """A PNG of a few matching-feature columns and the toe contacts over time (matplotlib, imported lazily)."""
 import numpy as np
 
+from motion_matching.atomic import atomic_write
 from motion_matching.data.features import FEATURE_NAMES
 
 DEFAULT_COLUMNS = ("left_foot_position_z", "right_foot_position_z", "hip_velocity_z",
@@ -31,6 +32,7 @@ def plot_features(path, database, features, *, start=0, nframes=600, columns=DEF
     axes[-1].legend(fontsize=7, loc="upper right")
     axes[-1].set_xlabel("seconds")
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
+    with atomic_write(path) as stream:  # PNG whatever the name ends with, and never half-written
+        figure.savefig(stream, format="png", dpi=80)
     pyplot.close(figure)
     return path

@@ -19,7 +19,7 @@ import contextlib
 
 import numpy as np
 
-from motion_matching.errors import MotionMatchingError
+from motion_matching.errors import InvalidOption, MotionMatchingError
 from motion_matching.neighbours.cells import compiled
 from motion_matching.neighbours.cells.common import checked_queries
 from motion_matching.neighbours.cells.fallback import CellSearch
@@ -141,18 +141,25 @@ BACKENDS = {"cells": cell_search, "cells-numpy": CellSearch, "balltree": BallTre
 DEFAULT_BACKEND = "cells"
 
 
+def check_backend(backend, *, device="cpu"):
+    """Raise ``InvalidOption`` for an unknown backend or a device ``backend`` does not run on."""
+    if backend not in BACKENDS:
+        raise InvalidOption("--backend", f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if str(device) != "cpu" and backend not in (DEFAULT_BACKEND, "torch"):
+        raise InvalidOption("--device", f"backend {backend!r} runs on the CPU only; pass --device cpu, or "
+                                        f"--backend torch for {device}")
+
+
 def make_searcher(features, *, backend=DEFAULT_BACKEND, threads=None, device="cpu"):
     """Build the exact searcher ``backend`` over ``features`` (F, n) float32.
 
     Returns an object whose ``nearest(queries (m, n) float32, sources=None)`` gives (m,) int64 frame
     indices; ``sources`` (m,) int64, the frame each query was made from, only speeds up ``cells``.
     ``device="cuda"`` selects the torch brute force on the GPU (with the default or ``torch`` backend).
+    An unknown backend, or a device the backend does not run on, raises ``InvalidOption``.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    check_backend(backend, device=device)
     if str(device) != "cpu":
-        if backend not in (DEFAULT_BACKEND, "torch"):
-            raise ValueError(f"backend {backend!r} runs on the CPU only; use backend='torch' for {device}")
         return TorchBruteSearch(features, threads=threads, device=device)
     if backend == "torch":
         return TorchBruteSearch(features, threads=threads, device=device)

@@ -9,7 +9,10 @@ Layout: a dict saved with ``torch.save`` (a zip archive), one key each in ``CHEC
 - ``step``: int, iterations done (the next one to run);
 - ``config``: ``TrainConfig.to_dict()``, the run's settings (resume refuses other numeric settings;
   ``evaluate`` takes its loss weights from it);
-- ``rng``: ``{"torch": torch.get_rng_state()}``, plus ``"cuda"`` (that device's state) on a CUDA run;
+- ``rng``: ``{"torch": torch.get_rng_state()}``, plus ``"cuda"`` (that device's state) on a CUDA run and
+  ``"toolkit_stream"`` on an online ``--exact-toolkit`` run: the numpy generator state before iteration
+  ``step`` (``{"iteration", "keys" (624,) uint32, "pos", "has_gauss", "cached_gaussian"}``,
+  ``neighbours.toolkit_stream.ToolkitStream.state()``);
 - ``inputs``: ``{"features": sha256, "latent": sha256}`` hex digests of the files trained on;
 - ``rolling_loss``: float, the toolkit's rolling loss at ``step`` (None before the first iteration);
 - ``source``: "online" (BallTree searches) or "offline" (an exact-neighbour cache).

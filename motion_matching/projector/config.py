@@ -11,6 +11,7 @@ losses read every few steps; "toolkit": the script's single-tensor AdamW, loss r
 (``projector/schedule.py``) and the name of the preset the settings came from (``projector/recipes.py``).
 """
 import dataclasses
+import math
 import typing
 
 from motion_matching.toolkit import recipe as toolkit_recipe
@@ -20,7 +21,7 @@ STEP_KINDS = ("fast", "toolkit")
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device", "step", "schedule", "warmup")
+                  "threads", "device", "step", "exact_toolkit", "schedule", "warmup")
 SCHEDULES = ("toolkit", "cosine", "linear")  # see projector/schedule.py
 
 
@@ -53,8 +54,11 @@ class TrainConfig:
     threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: every core for the fast step, "
                                                  "1 (the toolkit's) for the toolkit step]", type=int)
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
-    step: str = _field("fast", "How each step is computed: fast (fused AdamW, losses read every 10 steps) or "
-                               "toolkit (the script's AdamW and per-step loss read)", choices=STEP_KINDS)
+    step: typing.Optional[str] = _field(None, "How each step is computed: fast (fused AdamW, losses read every 10 "
+                                              "steps) or toolkit (the script's AdamW and per-step loss read) "
+                                              "[default: fast; toolkit with --exact-toolkit]", choices=STEP_KINDS)
+    exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
+                                        "query stream and step (one thread); projector.bin only when it writes it")
     schedule: str = _field("toolkit", "Learning-rate schedule: toolkit (x --lr-decay every --lr-decay-every), or "
                            "cosine / linear decay to 0 at the last iteration", choices=SCHEDULES)
     warmup: int = _field(0, "Iterations of linear learning-rate warm-up before the schedule")
@@ -70,8 +74,24 @@ class TrainConfig:
             raise ValueError(f"warmup must be at least 0, not {self.warmup}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
+        if self.exact_toolkit and (self.schedule != "toolkit" or self.warmup):
+            raise ValueError("--exact-toolkit trains on the toolkit's schedule: leave out --schedule and --warmup "
+                             "(and --recipe fast)")
+        if self.step is None:  # frozen: the resolved default is set once, here
+            object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")
         if self.step not in STEP_KINDS:
             raise ValueError(f"step must be one of {', '.join(STEP_KINDS)}, not {self.step!r}")
+        if not 0 <= self.seed < 2 ** 63:
+            raise ValueError(f"seed must be between 0 and 2**63 - 1, not {self.seed}")
+        for name, low in (("lr", 0.0), ("lr_decay", 0.0), ("weight_decay", None), ("weight_features", None),
+                          ("weight_latent", None), ("weight_distance", None)):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0 or (low is not None and value <= low):
+                bound = "above 0" if low is not None else "0 or more"
+                raise ValueError(f"{name} must be a finite number {bound}, not {value}")
+        if self.exact_toolkit and (self.step != "toolkit" or self.threads not in (None, 1) or self.device != "cpu"):
+            raise ValueError("--exact-toolkit runs the toolkit's step on one CPU thread, as the script does: leave "
+                             "out --step, --threads and --device (or pass --step toolkit --threads 1 --device cpu)")
 
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""

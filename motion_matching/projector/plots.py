@@ -100,13 +100,19 @@ def plot_frames(ranges, nframes):
     return int(starts[clip]), int(min(starts[clip] + 1000, stops[clip]))
 
 
-def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0):
-    """Training's plots: noisy copies of the ``plot_frames`` frames, projected; returns both paths written."""
+def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed=0, draws=None):
+    """Training's plots: noisy copies of the ``plot_frames`` frames, projected; returns both paths written.
+
+    ``draws`` (nsigma (P, 1), noise (P, n), scale (n,) float32), the toolkit stream's preview, replace
+    the noise drawn from ``seed``.
+    """
     start, stop = plot_frames(ranges, X.shape[0])
-    rng = np.random.default_rng(seed)
-    nsigma = rng.random((stop - start, 1), dtype=np.float32)
-    noise = rng.standard_normal((stop - start, X.shape[1]), dtype=np.float32)
-    Xhat = X[start:stop] + noise_scale(X) * nsigma * noise
+    if draws is None:
+        rng = np.random.default_rng(seed)
+        draws = (rng.random((stop - start, 1), dtype=np.float32),
+                 rng.standard_normal((stop - start, X.shape[1]), dtype=np.float32), noise_scale(X))
+    nsigma, noise, scale = draws
+    Xhat = X[start:stop] + scale * nsigma * noise
     nearest = searcher.nearest(Xhat)
     with torch.no_grad():
         output = module(torch.from_numpy(Xhat).to(module.mean_in.device)).cpu().numpy()

@@ -17,7 +17,7 @@ import time
 import torch
 
 from motion_matching.atomic import check_folder_name, output_folder
-from motion_matching.errors import MotionMatchingError
+from motion_matching.errors import InvalidOption, MotionMatchingError
 from motion_matching.neighbours.search import make_searcher, torch_threads
 from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.checkpoint import save_checkpoint
@@ -28,6 +28,7 @@ from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss,
 from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.schedule import LearningRateSchedule
 from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
@@ -72,7 +73,10 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def _device(name):
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise InvalidOption("--device", f"{name!r} is not a torch device (cpu, cuda or cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise MotionMatchingError("--device", f"{name} requested but torch sees no CUDA device")
     return device
@@ -97,7 +101,7 @@ class _Run:
         self.step = 0
         self.losses = RollingLoss(read_every=PROGRESS_EVERY if config.step == "fast" else 1)
         self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
-        self.seconds, self.resumed_from = 0.0, 0
+        self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
 
     @property
     def rolling(self):
@@ -153,10 +157,22 @@ class _Run:
         """Write projector.bin (runtime layout, atomically)."""
         formats.save_network(self.network_path, module_to_network(self.module))
 
+    def write_last_network(self):
+        """Write projector.bin at the end or on Ctrl-C, except in --exact-toolkit runs: the toolkit writes it
+        only after save iterations, so its last one stays."""
+        if not self.config.exact_toolkit:
+            self.write_network()
+        elif self.step and (self.step - 1) % self.config.save_every:
+            LOG.info("%s holds the network after iteration %d, where the toolkit's script last wrote it; %s holds "
+                     "the state after iteration %d", self.network_path, (self.step - 1) // self.config.save_every
+                     * self.config.save_every, self.checkpoint_path, self.step - 1)
+
     def write_checkpoint(self):
         """Write projector_checkpoint.pt (atomically) with everything a resume needs."""
         self.log_tensorboard(self.losses.read())
         rng = {"torch": torch.get_rng_state()}
+        if hasattr(self.source, "stream_state"):
+            rng["toolkit_stream"] = self.source.stream_state()
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         save_checkpoint(self.checkpoint_path, model=self.module.state_dict(), optimizer=self.optimizer.state_dict(),
@@ -173,8 +189,9 @@ class _Run:
     def write_plots(self, i):
         """Write projector_X.png and projector_Z.png."""
         from motion_matching.projector.plots import write_prediction_plots  # matplotlib only when asked for
+        draws = self.source.preview_draws() if hasattr(self.source, "preview_draws") else None
         write_prediction_plots(self.module, self.inputs.X, self.inputs.Z, out_dir=self.out_dir,
-                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i)
+                               searcher=self.nearest_searcher(), ranges=self.inputs.ranges, seed=i, draws=draws)
 
     def log_tensorboard(self, folded):
         """Log the loss and its terms of each ``(iteration, LossTerms of floats)``, as the toolkit does."""
@@ -218,12 +235,15 @@ def _deferred_interrupts(run):
 
 def _open_source(stack, run, config, *, offline_cache, preload):
     if offline_cache is None:
-        source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
+        if config.exact_toolkit:
+            source = toolkit_online_batches(run, config)
+        else:
+            source = OnlineBatches(run.inputs.X, seed=config.seed, batch_size=config.batch_size, device=run.device)
         run.searcher = source.searcher
         return source
     reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
     run.source_name = "offline"
-    if config.iterations * config.batch_size > reader.nqueries:
+    if config.iterations * config.batch_size > reader.nqueries:  # --exact-toolkit refused such a cache
         LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are read "
                  "again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
     source = OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
@@ -240,11 +260,11 @@ def _train(run, source):
     except KeyboardInterrupt:
         if run.in_step:  # stopped inside a step: the last checkpoint and projector.bin stay the good ones
             raise
-        run.write_network()
+        run.write_last_network()
         run.write_checkpoint()
         LOG.debug("interrupted after %d iterations; checkpoint %s", run.step, run.checkpoint_path)
         raise TrainingInterrupted(run.result()) from None
-    run.write_network()
+    run.write_last_network()
     run.write_checkpoint()
 
 
@@ -269,7 +289,7 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
                    on_step=on_step)
         continue_earlier_run(run, resume=resume, force=force)
         run.resumed_from = run.step
-        source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
+        run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         source.seek(run.step)
         stack.callback(lambda: run.writer is not None and run.writer.close())
         with _deferred_interrupts(run):

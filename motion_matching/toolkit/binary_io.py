@@ -1,4 +1,5 @@
 """Strict little-endian readers and writers for the toolkit's length-prefixed arrays."""
+import math
 import os
 
 import numpy as np
@@ -40,7 +41,7 @@ class BinaryReader:
     def array(self, field, dtype, shape):
         """Read an array of ``shape`` and little-endian ``dtype``; float arrays must be finite."""
         dtype = np.dtype(dtype)
-        count = int(np.prod(shape, dtype=np.int64))
+        count = math.prod(shape)  # Python ints: huge header counts must not wrap around
         self._require(count * dtype.itemsize, field)
         if count * dtype.itemsize <= MAP_BYTES:
             values = np.fromfile(self.stream, dtype=dtype, count=count)

@@ -18,4 +18,6 @@ WEIGHT_DISTANCE = 0.3
 HIDDEN = 512  # width of each hidden layer
 HIDDEN_LAYERS = 4
 THREADS = 1  # torch.set_num_threads(1)
+PREVIEW_CLIP = 2  # after each save the preview draws noise for range 2 of database.bin ...
+PREVIEW_MAX_ROWS = 1000  # ... at most this many of its frames
 QUERIES = BATCH_SIZE * ITERATIONS  # every query one full run draws: 16,000,000

@@ -171,7 +171,7 @@ def _parse_joint(tokens, bvh, *, parent):
 def _parse_channels(tokens, name):
     line = tokens.expect("CHANNELS", f"joint '{name}' declares its channels after OFFSET")
     words = tokens.rest_of_line(line)
-    if not words or not words[0].isdigit():
+    if not words or not (words[0].isascii() and words[0].isdigit()):
         raise tokens.error(line, f"CHANNELS of joint '{name}' must start with a channel count")
     count, names = int(words[0]), tuple(words[1:])
     if count != len(names):

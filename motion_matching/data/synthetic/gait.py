@@ -14,6 +14,8 @@ THIGH = 0.46
 SHIN = 0.46
 ANKLE_HEIGHT = 0.08
 FOOT_SPACING = 0.1
+SOFT_REACH = 0.12
+"""Metres short of full extension where the leg IK starts softening the reach."""
 OFFSETS = np.array([
     [0.0, 0.0, 0.0], [0.0, 0.93, 0.0],                                      # Simulation, Hips
     [0.09, -0.06, 0.0], [0.0, -THIGH, 0.0], [0.0, -SHIN, 0.0], [0.0, -0.06, 0.12],      # left leg
@@ -110,16 +112,33 @@ def _foot_track(path, foot_phase, *, side, fps):
 
 
 def _leg_ik(hip, ankle, forward):
-    """World rotations (F, 4) of thigh and shin reaching from ``hip`` towards ``ankle``, knee along ``forward``."""
+    """World rotations (F, 4) of thigh and shin reaching from ``hip`` towards ``ankle``, knee along ``forward``.
+
+    Both bones share one hinge axis (the normal of the hip-knee-ankle plane), so the knee only bends:
+    building each bone's frame from ``forward`` alone twists the shin by half a turn on frames where the
+    shin lines up with the foot. The reach is softened near full extension, so the knee straightens
+    smoothly instead of snapping (the knee angle's rate grows without bound as the reach nears the
+    leg's length).
+    """
     reach = ankle - hip
-    distance = np.clip(np.linalg.norm(reach, axis=-1), abs(THIGH - SHIN) + 1e-3, (THIGH + SHIN) * 0.999)
     direction = reach / np.linalg.norm(reach, axis=-1, keepdims=True)
+    distance = _soft_reach(np.linalg.norm(reach, axis=-1))
     bend = _perpendicular(forward, direction)
+    hinge = np.cross(-direction, bend)
     cos_hip = (THIGH ** 2 + distance ** 2 - SHIN ** 2) / (2 * THIGH * distance)
     sin_hip = np.sqrt(np.clip(1.0 - cos_hip ** 2, 0.0, 1.0))
     knee = hip + THIGH * (cos_hip[:, None] * direction + sin_hip[:, None] * bend)
     end = hip + distance[:, None] * direction
-    return _bone_frame(knee - hip, forward), _bone_frame(end - knee, forward)
+    return _hinged_frame(knee - hip, hinge), _hinged_frame(end - knee, hinge)
+
+
+def _soft_reach(distance):
+    """Hip-to-ankle distances (F,) limited to the leg's length: unchanged up to ``SOFT_REACH`` short of
+    it, then approaching it exponentially, with a continuous rate."""
+    limit = THIGH + SHIN
+    start = limit - SOFT_REACH
+    softened = limit - SOFT_REACH * np.exp(-(distance - start) / SOFT_REACH)
+    return np.maximum(np.where(distance > start, softened, distance), abs(THIGH - SHIN) + 1e-3)
 
 
 def _perpendicular(vectors, axis):
@@ -128,12 +147,12 @@ def _perpendicular(vectors, axis):
     return rest / np.linalg.norm(rest, axis=-1, keepdims=True)
 
 
-def _bone_frame(bone, forward):
-    """World rotation (F, 4) taking the rest bone direction -y onto ``bone``, rest +z towards ``forward``."""
+def _hinged_frame(bone, hinge):
+    """World rotation (F, 4) taking the rest bone direction -y onto ``bone`` and rest +x onto ``hinge``
+    (unit, perpendicular to ``bone``)."""
     y = -bone / np.linalg.norm(bone, axis=-1, keepdims=True)
-    z = _perpendicular(forward, y)
-    x = np.cross(y, z)
-    return quat.from_xform(np.stack([x, y, z], axis=-1))
+    z = np.cross(hinge, y)
+    return quat.from_xform(np.stack([hinge, y, z], axis=-1))
 
 
 def _upper_body(rotations, speed, phase, style):
