@@ -17,9 +17,9 @@ from motion_matching.data import generate
 from motion_matching.errors import MismatchedFiles
 from motion_matching.fingerprint import file_sha256
 from motion_matching.projector import evaluate, export, train
-from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.recipes import recipe_config
 from motion_matching.projector.rerun import checkpoint_problem
-from motion_matching.toolkit import recipe
+from motion_matching.toolkit import recipe as toolkit_recipe
 
 STEPS = ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
          "evaluate on held-out queries")
@@ -28,25 +28,33 @@ TOOLKIT_FILES = ("database.bin", "features.bin", "latent.bin")
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
-    """Sizes of a demo run; the defaults finish in a few minutes on 2 cores."""
+    """Sizes of a demo run; the defaults (the ``fast`` recipe over 4,000 iterations, half its own, with its
+    schedule fitted to them) finish in a few minutes on 2 cores.
+
+    ``iterations`` and ``batch_size`` None: the recipe's.
+    """
 
     frames: int = 50_000
-    iterations: int = 10_000
-    batch_size: int = recipe.BATCH_SIZE
-    seed: int = recipe.SEED
+    recipe: str = "fast"
+    iterations: typing.Optional[int] = 4000
+    batch_size: typing.Optional[int] = None
+    seed: int = toolkit_recipe.SEED
     database_seed: int = 0
     evaluation_queries: int = 10_000
     threads: typing.Optional[int] = None  # None: every core, for the searches and for training
 
+    def train_config(self):
+        """The demo's ``TrainConfig``: the recipe, with the sizes given here."""
+        sizes = {name: getattr(self, name) for name in ("iterations", "batch_size", "threads")
+                 if getattr(self, name) is not None}
+        config = recipe_config(self.recipe, seed=self.seed, **sizes)
+        return dataclasses.replace(config, checkpoint_every=config.iterations)
+
     @property
     def cache_queries(self):
         """One cached query per training sample, so the demo never reuses a query."""
-        return self.iterations * self.batch_size
-
-    def train_config(self):
-        """The ``TrainConfig`` of the demo's training step."""
-        return TrainConfig(iterations=self.iterations, batch_size=self.batch_size, seed=self.seed,
-                           threads=self.threads, checkpoint_every=self.iterations)
+        config = self.train_config()
+        return config.iterations * config.batch_size
 
 
 def _differing(out_dir, made_dir):
@@ -122,3 +130,29 @@ def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda s
     written = evaluation["files"]
     report(STEPS[4], {"report": written[0], "plots (PNG: truth, output and query per column)": written[1:]})
     return evaluation
+
+
+# Measured by benchmarks/bench_quality.py on the default demo database (50,000 synthetic frames, database
+# seed 0), 10,000 held-out queries of seed 271828, as the demo's evaluation: see BENCHMARKS.md, "Recipes".
+REFERENCE_SOURCE = "BENCHMARKS.md, bench_quality on the 50,000-frame synthetic database, 1 torch thread"
+REFERENCE = (  # (what ran, held-out top-1, held-out loss, training time: iterations x median step, 1 thread)
+    ("toolkit recipe (batch 32, 500,000 iterations)", 0.3104, 0.4862, "35 min"),
+    ("fast recipe (batch 512, 8,000 iterations)", 0.2880, 0.5280, "4 min"),
+    ("fast recipe over 4,000 iterations (this demo's settings)", 0.2713, 0.5649, "2 min"),
+)
+
+
+def compare_with_reference(evaluation, settings):
+    """Lines (str) putting the demo's held-out top-1 and loss beside the recipes' measured results."""
+    if not REFERENCE:
+        return []
+    default = DemoSettings()
+    differs = [name for name in ("frames", "recipe", "iterations", "batch_size", "seed", "database_seed")
+               if getattr(settings, name) != getattr(default, name)]
+    lines = [f"compared with the measured recipes ({REFERENCE_SOURCE}):"]
+    lines += [f"   {what}: top-1 {top1:.1%}, held-out loss {loss:.4f}, {wall} of training"
+              for what, top1, loss, wall in REFERENCE]
+    note = f" (settings differ from the measured demo: {', '.join(differs)})" if differs else ""
+    lines.append(f"   this run: top-1 {evaluation['match']['top1']:.1%}, held-out loss "
+                 f"{evaluation['losses']['loss']:.4f}{note}")
+    return lines

@@ -10,7 +10,7 @@ from motion_matching.cli import main
 from motion_matching.demo import STEPS
 from motion_matching.toolkit import formats
 
-SMALL = ["--frames", "1000", "--iterations", "20"]
+SMALL = ["--frames", "1000", "--iterations", "20", "--recipe", "toolkit"]  # batch 32: a small cache
 
 
 def demo(out, *arguments):
@@ -39,6 +39,21 @@ def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):
     report = json.loads((out / "evaluation" / "evaluation.json").read_text())
     assert 0.0 <= report["match"]["top1"] <= 1.0
     assert f"{out / 'projector.bin'}" in result.output
+    assert "compared with the measured recipes (BENCHMARKS.md, bench_quality on the 50,000-frame" in result.output
+    assert "   toolkit recipe (batch 32, 500,000 iterations): top-1 31.0%, held-out loss 0.4862" in result.output
+
+
+def test_demo_ends_comparing_its_result_with_the_measured_recipes(monkeypatch):
+    from motion_matching import demo
+    monkeypatch.setattr(demo, "REFERENCE", (("toolkit recipe", 0.25, 0.5, "1 h"), ("fast recipe", 0.3, 0.45, "9 min")))
+    evaluation = {"match": {"top1": 0.2}, "losses": {"loss": 0.6}}
+    lines = demo.compare_with_reference(evaluation, demo.DemoSettings())
+    assert lines == [f"compared with the measured recipes ({demo.REFERENCE_SOURCE}):",
+                     "   toolkit recipe: top-1 25.0%, held-out loss 0.5000, 1 h of training",
+                     "   fast recipe: top-1 30.0%, held-out loss 0.4500, 9 min of training",
+                     "   this run: top-1 20.0%, held-out loss 0.6000"]
+    smaller = demo.compare_with_reference(evaluation, demo.DemoSettings(frames=2000, iterations=40))
+    assert smaller[-1].endswith("(settings differ from the measured demo: frames, iterations)")
 
 
 def test_a_rerun_reuses_what_fits_and_refuses_another_demo_before_writing(tmp_path, caplog):

@@ -23,7 +23,7 @@ from conftest import needs_torch
 
 README = pathlib.Path(__file__).parent.parent / "README.md"
 SMALLER = {"--queries 16000000": "--queries 4096", "--iterations 500000": "--iterations 20",
-           "--iterations 10000": "--iterations 20", "--sample 5000": "--sample 200"}
+           "--sample 5000": "--sample 200"}
 ENVIRONMENT = {"MM_PROJECTOR_BUILD_CACHE_NQUERIES": "4096", "MM_PROJECTOR_ITERATIONS": "20",
                "MM_PROJECTOR_TRAIN_ITERATIONS": "20", "MM_PROJECTOR_DEMO_FRAMES": "2000",
                "MM_PROJECTOR_DEMO_ITERATIONS": "20", "MM_PROJECTOR_FRAMES": "2000",

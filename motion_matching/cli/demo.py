@@ -7,7 +7,8 @@ from motion_matching.cache.build import BuildInterrupted
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.cli.train import training_progress
-from motion_matching.demo import DemoSettings, run_demo
+from motion_matching.demo import DemoSettings, compare_with_reference, run_demo
+from motion_matching.projector.recipes import RECIPES
 from motion_matching.projector.train import TrainingInterrupted
 
 _DEFAULTS = DemoSettings()
@@ -24,21 +25,24 @@ def _print_paths(paths):
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")
-@click.option("--iterations", default=_DEFAULTS.iterations, show_default=True, type=click.IntRange(min=1),
-              help="Training iterations (the toolkit runs 500,000).")
-@click.option("--batch-size", default=_DEFAULTS.batch_size, show_default=True, type=click.IntRange(min=1))
+@click.option("--recipe", default=_DEFAULTS.recipe, show_default=True, type=click.Choice(list(RECIPES)),
+              help="Training recipe (train --recipe); the toolkit's takes most of an hour or more.")
+@click.option("--iterations", type=click.IntRange(min=1), default=_DEFAULTS.iterations, show_default=True,
+              help="Training iterations (the fast recipe's own: 8,000; the toolkit's: 500,000).")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
 @click.option("--threads", type=click.IntRange(min=1),
               help="CPU threads for search and training [default: every core].")
 @click.option("--force", is_flag=True, help="Replace the files of another demo found in --out.")
 @reports_errors
-def demo(out, frames, iterations, batch_size, threads, force):
+def demo(out, frames, recipe, iterations, batch_size, threads, force):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.
 
     Run again into the same folder, it reuses what fits (the files, the cache's rows, the checkpoint).
 
-    Example: mm-projector demo --out demo --iterations 10000
+    Example: mm-projector demo --out demo
     """
-    settings = DemoSettings(frames=frames, iterations=iterations, batch_size=batch_size, threads=threads)
+    settings = DemoSettings(frames=frames, recipe=recipe, iterations=iterations, batch_size=batch_size,
+                            threads=threads)
     cache_bar, train_bar = ProgressBar(unit="queries", label="build-cache"), ProgressBar(unit="it", label="train")
 
     def announce(step):
@@ -58,4 +62,7 @@ def demo(out, frames, iterations, batch_size, threads, force):
         click.echo(f"interrupted; the files in {out} are complete: run the same command again to continue", err=True)
         sys.exit(INTERRUPTED_EXIT)
     losses = ", ".join(f"{name} {value:.4f}" for name, value in evaluation["losses"].items())
-    click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}")
+    click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}, "
+               f"top-5 {evaluation['match']['top5']:.1%}")
+    for line in compare_with_reference(evaluation, settings):
+        click.echo(line)

@@ -9,6 +9,7 @@ from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, su
 from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import HELD_OUT_QUERIES
+from motion_matching.projector.recipes import RECIPES, recipe_config, recipe_settings
 from motion_matching.projector.train import TrainingInterrupted, train_projector
 
 FILE = click.Path(dir_okay=False)
@@ -19,8 +20,9 @@ def _config_option(field):
     if isinstance(field.default, bool):
         return click.option(f"{name}/--no-{name[2:]}", default=field.default, show_default=True,
                             help=field.metadata["help"])
-    if "choices" in field.metadata:
-        kind = click.Choice(field.metadata["choices"])
+    choices = RECIPES if field.name == "recipe" else field.metadata.get("choices")
+    if choices:
+        kind = click.Choice(list(choices))
     else:
         kind = field.metadata.get("type", type(field.default))
     return click.option(name, type=kind, default=field.default, show_default=field.default is not None,
@@ -70,11 +72,24 @@ def describe_result(result):
             f"({result.source}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
 
 
+def _given(name):
+    """Whether option ``name`` was set on the command line (or by the environment), not left at its default."""
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source(name) if context is not None else None
+    return source is not None and source is not click.core.ParameterSource.DEFAULT
+
+
 def pop_config(options):
-    """Remove the ``TrainConfig`` fields from the parsed ``options`` dict; returns the config."""
+    """Remove the ``TrainConfig`` fields from the parsed ``options`` dict; returns the config.
+
+    The ``--recipe`` preset fills every setting not given explicitly.
+    """
     names = {field.name for field in dataclasses.fields(TrainConfig)}
+    values = {name: options.pop(name) for name in names}
+    recipe = values.pop("recipe")
     try:
-        return TrainConfig(**{name: options.pop(name) for name in names})
+        return recipe_config(recipe, **{name: value for name, value in values.items()
+                                        if _given(name) or name not in recipe_settings(recipe)})
     except ValueError as error:
         raise click.UsageError(str(error)) from None
 

@@ -7,19 +7,22 @@ losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 
 Two settings only change how fast a step is computed: ``step`` ("fast", the default: fused AdamW,
 losses read every few steps; "toolkit": the script's single-tensor AdamW, loss read every step) and
 ``threads`` (None: every core for the fast step, one thread, the script's, for the toolkit step).
+``schedule``, ``warmup`` and ``recipe`` are this project's: other learning-rate schedules
+(``projector/schedule.py``) and the name of the preset the settings came from (``projector/recipes.py``).
 """
 import dataclasses
 import math
 import typing
 
-from motion_matching.toolkit import recipe
+from motion_matching.toolkit import recipe as toolkit_recipe
 
 STEP_KINDS = ("fast", "toolkit")
 
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device", "step", "exact_toolkit")
+                  "threads", "device", "step", "exact_toolkit", "schedule", "warmup")
+SCHEDULES = ("toolkit", "cosine", "linear")  # see projector/schedule.py
 
 
 def _field(default, help_text, **metadata):
@@ -30,22 +33,22 @@ def _field(default, help_text, **metadata):
 class TrainConfig:
     """Hyperparameters of one projector training run (frozen; ``dataclasses.replace`` makes variants)."""
 
-    iterations: int = _field(recipe.ITERATIONS, "Training iterations (optimiser steps)")
-    batch_size: int = _field(recipe.BATCH_SIZE, "Queries per iteration")
-    lr: float = _field(recipe.LEARNING_RATE, "AdamW learning rate")
-    weight_decay: float = _field(recipe.WEIGHT_DECAY, "AdamW weight decay")
-    amsgrad: bool = _field(recipe.AMSGRAD, "Use AMSGrad in AdamW")
-    lr_decay: float = _field(recipe.LR_DECAY, "Learning-rate factor applied every --lr-decay-every iterations")
-    lr_decay_every: int = _field(recipe.LR_DECAY_EVERY,
+    iterations: int = _field(toolkit_recipe.ITERATIONS, "Training iterations (optimiser steps)")
+    batch_size: int = _field(toolkit_recipe.BATCH_SIZE, "Queries per iteration")
+    lr: float = _field(toolkit_recipe.LEARNING_RATE, "AdamW learning rate")
+    weight_decay: float = _field(toolkit_recipe.WEIGHT_DECAY, "AdamW weight decay")
+    amsgrad: bool = _field(toolkit_recipe.AMSGRAD, "Use AMSGrad in AdamW")
+    lr_decay: float = _field(toolkit_recipe.LR_DECAY, "Learning-rate factor applied every --lr-decay-every iterations")
+    lr_decay_every: int = _field(toolkit_recipe.LR_DECAY_EVERY,
                                  "Iterations between learning-rate decays (the first follows iteration 0)")
-    seed: int = _field(recipe.SEED, "Seed of the model initialisation and of the query stream")
-    weight_features: float = _field(recipe.WEIGHT_FEATURES, "Weight of the L1 loss on the projected features")
-    weight_latent: float = _field(recipe.WEIGHT_LATENT, "Weight of the L1 loss on the projected latent")
-    weight_distance: float = _field(recipe.WEIGHT_DISTANCE,
+    seed: int = _field(toolkit_recipe.SEED, "Seed of the model initialisation and of the query stream")
+    weight_features: float = _field(toolkit_recipe.WEIGHT_FEATURES, "Weight of the L1 loss on the projected features")
+    weight_latent: float = _field(toolkit_recipe.WEIGHT_LATENT, "Weight of the L1 loss on the projected latent")
+    weight_distance: float = _field(toolkit_recipe.WEIGHT_DISTANCE,
                                      "Weight of the L1 loss on query-to-output vs query-to-neighbour distance")
-    hidden: int = _field(recipe.HIDDEN, "Width of each hidden layer")
-    hidden_layers: int = _field(recipe.HIDDEN_LAYERS, "Number of hidden layers")
-    save_every: int = _field(recipe.SAVE_EVERY,
+    hidden: int = _field(toolkit_recipe.HIDDEN, "Width of each hidden layer")
+    hidden_layers: int = _field(toolkit_recipe.HIDDEN_LAYERS, "Number of hidden layers")
+    save_every: int = _field(toolkit_recipe.SAVE_EVERY,
                              "Iterations between writes of projector.bin (the first follows iteration 0)")
     checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
     threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: every core for the fast step, "
@@ -56,12 +59,24 @@ class TrainConfig:
                                               "[default: fast; toolkit with --exact-toolkit]", choices=STEP_KINDS)
     exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
                                         "query stream and step (one thread); projector.bin only when it writes it")
+    schedule: str = _field("toolkit", "Learning-rate schedule: toolkit (x --lr-decay every --lr-decay-every), or "
+                           "cosine / linear decay to 0 at the last iteration", choices=SCHEDULES)
+    warmup: int = _field(0, "Iterations of linear learning-rate warm-up before the schedule")
+    recipe: str = _field("toolkit", "Preset the other settings start from (toolkit: the toolkit's constants; "
+                         "fast: see docs/training.md); options given explicitly override it")
 
     def __post_init__(self):
         for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
                      "threads", "hidden", "hidden_layers"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be at least 0, not {self.warmup}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
+        if self.exact_toolkit and (self.schedule != "toolkit" or self.warmup):
+            raise ValueError("--exact-toolkit trains on the toolkit's schedule: leave out --schedule and --warmup "
+                             "(and --recipe fast)")
         if self.step is None:  # frozen: the resolved default is set once, here
             object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")
         if self.step not in STEP_KINDS:
@@ -90,5 +105,9 @@ class TrainConfig:
 
 
 def numeric_differences(old, new):
-    """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str."""
-    return [name for name in NUMERIC_FIELDS if getattr(old, name) != getattr(new, name)]
+    """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str.
+
+    Under a schedule that decays to 0 at the last iteration, ``iterations`` counts too.
+    """
+    names = NUMERIC_FIELDS + (("iterations",) if "toolkit" not in (old.schedule, new.schedule) else ())
+    return [name for name in names if getattr(old, name) != getattr(new, name)]

@@ -26,6 +26,7 @@ from motion_matching.projector.inputs import load_inputs, open_cache_reader
 from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
 from motion_matching.projector.rerun import continue_earlier_run
+from motion_matching.projector.schedule import LearningRateSchedule
 from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
 from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
@@ -84,15 +85,15 @@ def _device(name):
 class _Run:
     """The state of one training run and the steps that change it."""
 
-    def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard):
-        self.config, self.inputs, self.progress = config, inputs, progress
+    def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard, on_step=None):
+        self.config, self.inputs, self.progress, self.on_step = config, inputs, progress, on_step
         self.device = _device(config.device)
         self.module = make_projector(inputs.X, inputs.Z, config, path=inputs.features_path).to(self.device)
         self.X = torch.from_numpy(inputs.X).to(self.device)
         self.Z = torch.from_numpy(inputs.Z).to(self.device)
         self.trainer = TrainStep(self.module, self.X, self.Z, config)
         self.optimizer = self.trainer.optimizer
-        self.scheduler = torch.optim.lr_scheduler.ExponentialLR(self.optimizer, gamma=config.lr_decay)
+        self.scheduler = LearningRateSchedule(self.optimizer, config)
         self.network_path = os.path.join(out_dir, NETWORK_NAME)
         self.checkpoint_path = os.path.join(out_dir, CHECKPOINT_NAME)
         self.out_dir, self.plots, self.writer = out_dir, plots, None
@@ -122,8 +123,7 @@ class _Run:
             self.write_network()
             if self.plots:
                 self.write_plots(i)
-        if i % self.config.lr_decay_every == 0:  # the toolkit decays after iteration 0 too
-            self.scheduler.step()
+        self.scheduler.after_step(i)
         self.step = i + 1
         if self.step % self.config.checkpoint_every == 0:
             self.write_checkpoint()
@@ -138,6 +138,8 @@ class _Run:
             self.in_step = True
             self.after_step(i, self.train_step(Xhat, nearest))
             self.in_step = False
+            if self.on_step is not None:
+                self.on_step(self.step, self.module)
             self.seconds = time.perf_counter() - started
             if self.stop_requested:
                 raise KeyboardInterrupt
@@ -268,10 +270,11 @@ def _train(run, source):
 
 def train_projector(config=TrainConfig(), *, features_path, latent_path, database_path=None, offline_cache=None,
                     out_dir=".", progress=None, resume=None, force=False, preload=False, plots=False,
-                    tensorboard=None, held_out_queries=HELD_OUT_QUERIES):
+                    tensorboard=None, held_out_queries=HELD_OUT_QUERIES, on_step=None):
     """Train the projector; returns a ``TrainResult``. Raises ``TrainingInterrupted`` after saving on Ctrl-C.
 
-    ``progress(Progress)`` is called every 10 iterations and after the last one. ``resume`` names a
+    ``progress(Progress)`` is called every 10 iterations and after the last one; ``on_step(step, module)``
+    after every iteration (``step`` iterations done; benchmarks evaluate the module there). ``resume`` names a
     checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow); without it,
     the checkpoint in ``out_dir`` is continued, and files of another run there are refused unless ``force``
     (which starts over). A finished run, rerun, trains nothing and rewrites nothing.
@@ -282,7 +285,8 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     with contextlib.ExitStack() as stack:
         stack.enter_context(output_folder(out_dir))
         stack.enter_context(torch_threads(resolved_threads(config)))
-        run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard)
+        run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard,
+                   on_step=on_step)
         continue_earlier_run(run, resume=resume, force=force)
         run.resumed_from = run.step
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
