@@ -12,6 +12,7 @@ from motion_matching.cli import main
 from motion_matching.errors import CorruptCache
 
 from cache_fixtures import CHUNK, NQUERIES, command, copy_of, make_reference
+from conftest import needs_torch
 
 ARCHIVE = pathlib.Path(__file__).parent / "data" / "cache_v1"
 
@@ -71,6 +72,7 @@ def test_a_damaged_chunk_is_refused_by_every_reader_naming_its_rows(good, datase
 
 
 def test_training_from_a_damaged_cache_stops_with_one_line(good, monkeypatch):
+    needs_torch()  # training
     features_path, path = good
     monkeypatch.chdir(features_path.parent)
     flip_byte(path, "queries", 0, 50)
