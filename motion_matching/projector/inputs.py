@@ -119,7 +119,7 @@ def restore_checkpoint(run, path):
         for name in numeric_differences(saved, run.config):
             option = "--" + name.replace("_", "-")
             raise MismatchedFiles(path, f"was written with {option} {getattr(saved, name)}, this run has "
-                                        f"{getattr(run.config, name)}; pass the same value to resume")
+                                        f"{getattr(run.config, name)}", option="the same value to resume")
         for name, digest in run.inputs.hashes.items():
             if payload["inputs"].get(name) != digest:
                 raise MismatchedFiles(path, f"was trained on another {name}.bin than "

@@ -30,8 +30,8 @@ def continue_earlier_run(run, *, resume=None, force=False):
         try:
             restore_checkpoint(run, run.checkpoint_path)
         except MotionMatchingError as error:
-            joint = ", or" if "; pass" in error.problem else ";"
-            raise MismatchedFiles(run.checkpoint_path, f"is another run's: it {error.problem}{joint} {KEEP}") from None
+            fix = f"; pass {error.option}, or" if error.option else ";"
+            raise MismatchedFiles(run.checkpoint_path, f"is another run's: it {error.problem}{fix} {KEEP}") from None
         if run.step > run.config.iterations:
             raise MismatchedFiles(run.checkpoint_path, f"holds a run of {run.step:,} iterations, more than "
                                                        f"--iterations {run.config.iterations:,}; {KEEP}")
