@@ -64,7 +64,7 @@ def _differing(out_dir, made_dir):
 
 
 def _refuse_other_demo(out_dir, made_dir, config):
-    """Raise ``MismatchedFiles`` if ``out_dir`` holds files of another demo; returns True if it holds any."""
+    """Raise ``MismatchedFiles`` if ``out_dir`` holds files of another demo or a training run it cannot continue."""
     differing = _differing(out_dir, made_dir)
     if differing:
         raise MismatchedFiles(os.path.join(out_dir, differing[0]), f"{', '.join(differing)} of another demo (other "
@@ -79,10 +79,10 @@ def _refuse_other_demo(out_dir, made_dir, config):
 
 def _place_toolkit_files(out_dir, made_dir):
     """Move the files made in ``made_dir`` into ``out_dir`` where they are absent or differ; returns their paths."""
-    paths = {}
+    paths, differing = {}, _differing(out_dir, made_dir)  # compared once: each comparison reads both files
     for name in TOOLKIT_FILES:
         target = os.path.join(out_dir, name)
-        if not os.path.exists(target) or name in _differing(out_dir, made_dir):
+        if not os.path.exists(target) or name in differing:
             shutil.copyfile(os.path.join(made_dir, name), target + ".partial")
             os.replace(target + ".partial", target)
         paths[name.split(".")[0]] = target
