@@ -18,9 +18,10 @@ def run(config, files, out_dir, **options):
                            held_out_queries=0, **options)
 
 
-@pytest.mark.parametrize("kind", ["fast", "toolkit"])
-def test_online_and_offline_give_bit_identical_parameters(tmp_path, small_files, kind):
-    config = TrainConfig(iterations=50, save_every=20, checkpoint_every=1000, step=kind)  # the toolkit's network
+@pytest.mark.parametrize("kind, precision", [("fast", "float32"), ("toolkit", "float32"), ("fast", "bfloat16")])
+def test_online_and_offline_give_bit_identical_parameters(tmp_path, small_files, kind, precision):
+    config = TrainConfig(iterations=50, save_every=20, checkpoint_every=1000, step=kind,  # the toolkit's network
+                         precision=precision)
     cache_path = build_balltree_cache(tmp_path / "c.h5", small_files[0], nqueries=50 * 32)
     online = run(config, small_files, tmp_path / "online")
     offline = run(config, small_files, tmp_path / "offline", offline_cache=cache_path)

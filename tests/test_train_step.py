@@ -149,3 +149,62 @@ def test_resume_refuses_the_other_step(tmp_path, small_files):
     with pytest.raises(MismatchedFiles, match=r"was written with --step fast, this run has toolkit; pass the same"):
         run(replace(small_config(iterations=20), step="toolkit"), small_files, tmp_path,
             resume=first.checkpoint_path)
+
+
+def test_bfloat16_precision_multiplies_in_bfloat16_and_keeps_weights_losses_and_adamw_in_float32():
+    X, Z = random_features(300), random_features(300, nfeatures=5, seed=1)
+    config = small_config(precision="bfloat16")
+    module = make_projector(X, Z, config)
+    trainer = TrainStep(module, torch.from_numpy(X), torch.from_numpy(Z), config)
+    product_dtypes = []
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.Linear):
+            layer.register_forward_hook(lambda layer, inputs, output: product_dtypes.append(output.dtype))
+    nearest = torch.arange(16)
+    terms = trainer.step(torch.from_numpy(X[:16] + 0.1), nearest)
+    assert product_dtypes and set(product_dtypes) == {torch.bfloat16}
+    assert terms.loss.dtype == torch.float32 and torch.isfinite(terms.loss)
+    assert {parameter.dtype for parameter in module.parameters()} == {torch.float32}
+    assert {state["exp_avg"].dtype for state in trainer.optimizer.state.values()} == {torch.float32}
+
+
+def test_bfloat16_trains_close_to_float32_but_not_the_same_numbers(tmp_path, small_files):
+    single = run(small_config(iterations=30), small_files, tmp_path / "f32")
+    half = run(small_config(iterations=30, precision="bfloat16"), small_files, tmp_path / "bf16")
+    assert load_checkpoint(half.checkpoint_path)["config"]["precision"] == "bfloat16"
+    assert half.final_loss != single.final_loss
+    assert half.final_loss == pytest.approx(single.final_loss, rel=0.1)
+
+
+def test_bad_precision_and_bfloat16_with_exact_toolkit_are_refused():
+    with pytest.raises(ValueError, match="precision must be one of float32, bfloat16, auto, not 'float16'"):
+        TrainConfig(precision="float16")
+    with pytest.raises(ValueError, match="--exact-toolkit computes in float32, as the script does"):
+        TrainConfig(exact_toolkit=True, precision="bfloat16")
+
+
+def test_resume_refuses_the_other_precision(tmp_path, small_files):
+    first = run(small_config(iterations=10), small_files, tmp_path)
+    with pytest.raises(MismatchedFiles, match=r"was written with --precision float32, this run has bfloat16"):
+        run(replace(small_config(iterations=20), precision="bfloat16"), small_files, tmp_path,
+            resume=first.checkpoint_path)
+
+
+@pytest.mark.parametrize("native, expected", [(True, "bfloat16"), (False, "float32")])
+def test_auto_precision_is_resolved_once_from_the_device_and_recorded(tmp_path, small_files, monkeypatch, native,
+                                                                      expected):
+    monkeypatch.setattr(step_module, "native_bfloat16", lambda device: native)
+    result = run(small_config(iterations=10, precision="auto"), small_files, tmp_path)
+    assert result.precision == expected
+    assert load_checkpoint(result.checkpoint_path)["config"]["precision"] == expected
+    again = run(small_config(iterations=20, precision="auto"), small_files, tmp_path)  # continues the same run
+    assert (again.resumed_from, again.steps) == (10, 20)
+
+
+def test_native_bfloat16_reads_the_cpu_capability(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    assert step_module.native_bfloat16(torch.device("cpu")) is False
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert step_module.native_bfloat16(torch.device("cpu")) is True
+    assert step_module.native_bfloat16(torch.device("meta")) is False

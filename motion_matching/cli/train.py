@@ -68,8 +68,9 @@ def describe_result(result):
                 f"{result.checkpoint_path}); nothing to do (a larger --iterations continues it, --force retrains)")
     held = "" if not result.held_out else f", held-out loss {result.held_out['loss']:.4f}"
     rate = result.steps / result.seconds if result.seconds > 0 else 0.0
+    arithmetic = "" if result.precision == "float32" else f", {result.precision} matrix products"
     return (f"wrote {result.network_path} and {result.checkpoint_path} after {result.steps:,} iterations "
-            f"({result.source}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
+            f"({result.source}{arithmetic}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
 
 
 def _given(name):

@@ -7,8 +7,9 @@ losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 
 Two settings only change how fast a step is computed: ``step`` ("fast", the default: fused AdamW,
 losses read every few steps; "toolkit": the script's single-tensor AdamW, loss read every step) and
 ``threads`` (None: every core for the fast step, one thread, the script's, for the toolkit step).
-``schedule``, ``warmup`` and ``recipe`` are this project's: other learning-rate schedules
-(``projector/schedule.py``) and the name of the preset the settings came from (``projector/recipes.py``).
+``schedule``, ``warmup``, ``precision`` and ``recipe`` are this project's: other learning-rate schedules
+(``projector/schedule.py``), bfloat16 matrix products (``projector/step.py``) and the name of the preset
+the settings came from (``projector/recipes.py``).
 """
 import dataclasses
 import math
@@ -21,8 +22,9 @@ STEP_KINDS = ("fast", "toolkit")
 # fields that change the numbers a run computes: a resumed run must keep them
 NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
                   "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device", "step", "exact_toolkit", "schedule", "warmup")
+                  "threads", "device", "step", "exact_toolkit", "schedule", "warmup", "precision")
 SCHEDULES = ("toolkit", "cosine", "linear")  # see projector/schedule.py
+PRECISIONS = ("float32", "bfloat16", "auto")  # see projector/step.py
 
 
 def _field(default, help_text, **metadata):
@@ -62,6 +64,9 @@ class TrainConfig:
     schedule: str = _field("toolkit", "Learning-rate schedule: toolkit (x --lr-decay every --lr-decay-every), or "
                            "cosine / linear decay to 0 at the last iteration", choices=SCHEDULES)
     warmup: int = _field(0, "Iterations of linear learning-rate warm-up before the schedule")
+    precision: str = _field("float32", "Arithmetic of the forward and backward passes: float32, bfloat16 "
+                            "(matrix products in bfloat16; weights, losses and AdamW stay float32), or auto "
+                            "(bfloat16 where the device multiplies it natively, else float32)", choices=PRECISIONS)
     recipe: str = _field("toolkit", "Preset the other settings start from (toolkit: the toolkit's constants; "
                          "fast: see docs/training.md); options given explicitly override it")
 
@@ -76,6 +81,11 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
         if self.exact_toolkit and (self.schedule != "toolkit" or self.warmup):
             raise ValueError("--exact-toolkit trains on the toolkit's schedule: leave out --schedule and --warmup "
+                             "(and --recipe fast)")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.exact_toolkit and self.precision != "float32":
+            raise ValueError("--exact-toolkit computes in float32, as the script does: leave out --precision "
                              "(and --recipe fast)")
         if self.step is None:  # frozen: the resolved default is set once, here
             object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")

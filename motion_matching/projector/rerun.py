@@ -10,6 +10,7 @@ from motion_matching.errors import MismatchedFiles, MotionMatchingError
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.projector.inputs import restore_checkpoint
+from motion_matching.projector.step import with_resolved_precision
 
 LOG = logging.getLogger(__name__)
 KEEP = "choose another --out, or pass --force to replace it"
@@ -58,7 +59,7 @@ def checkpoint_problem(path, config, hashes):
         return error.problem
     except (KeyError, TypeError, ValueError) as error:
         return f"checkpoint lacks or garbles {error}"
-    differences = numeric_differences(saved, config)
+    differences = numeric_differences(saved, with_resolved_precision(config))
     if differences:
         return "it was trained with other " + ", ".join("--" + name.replace("_", "-") for name in differences)
     changed = [name for name, digest in hashes.items() if inputs.get(name) != digest]

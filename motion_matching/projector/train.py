@@ -27,7 +27,7 @@ from motion_matching.projector.model import module_to_network
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
 from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.schedule import LearningRateSchedule
-from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads, with_resolved_precision
 from motion_matching.projector.toolkit_batches import toolkit_online_batches
 from motion_matching.toolkit import formats
 
@@ -62,6 +62,7 @@ class TrainResult:
     seconds: float
     source: str
     resumed_from: int = 0  # iterations already done when this call started
+    precision: str = "float32"  # the matrix products' arithmetic, "auto" resolved
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -86,8 +87,9 @@ class _Run:
     """The state of one training run and the steps that change it."""
 
     def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard, on_step=None):
-        self.config, self.inputs, self.progress, self.on_step = config, inputs, progress, on_step
         self.device = _device(config.device)
+        config = with_resolved_precision(config, self.device)
+        self.config, self.inputs, self.progress, self.on_step = config, inputs, progress, on_step
         self.module = make_projector(inputs.X, inputs.Z, config, path=inputs.features_path).to(self.device)
         self.X = torch.from_numpy(inputs.X).to(self.device)
         self.Z = torch.from_numpy(inputs.Z).to(self.device)
@@ -210,7 +212,7 @@ class _Run:
         self.log_tensorboard(self.losses.read())
         return TrainResult(self.network_path, self.checkpoint_path, self.step,
                            float("nan") if self.rolling is None else self.rolling, held_out, self.seconds,
-                           self.source_name, self.resumed_from)
+                           self.source_name, self.resumed_from, self.config.precision)
 
 
 @contextlib.contextmanager
