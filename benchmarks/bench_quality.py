@@ -54,10 +54,14 @@ def preset_config(name, overrides):
 
 
 def parse_settings(pairs):
-    """``["batch_size=512", "lr=0.002"]`` -> dict of field values (ints, floats, else strings)."""
+    """``["batch_size=512", "lr=0.002", "amsgrad=false"]`` -> dict of field values (ints, floats, booleans,
+    else strings)."""
     settings = {}
     for pair in pairs:
         key, _, text = pair.partition("=")
+        if text.strip().lower() in ("true", "false"):
+            settings[key.strip()] = text.strip().lower() == "true"
+            continue
         for kind in (int, float, str):
             try:
                 settings[key.strip()] = kind(text)

@@ -12,13 +12,16 @@ noise hits them alike):
   input-gradient GEMMs of every layer, into preallocated outputs): the arithmetic no step can skip;
 - ``adamw``: the fused AdamW update alone (it is memory-bound, not in the floor).
 
+``--precision bfloat16`` times the fast step with ``--precision bfloat16`` (autocast) against the floor
+of the same GEMMs in bfloat16; the toolkit step stays float32, as the script computes it.
+
 Every step trains on a fresh batch from a pool of real query batches with their exact neighbours.
 Prints medians (ms per step) and the ratios toolkit / fast and fast / floor, by wall clock and by this
 process's CPU time (with one thread the steadier clock on a shared machine; with more it also counts
 the threads' waiting).
 
     python benchmarks/bench_step.py [--frames 50000] [--batches 32,256,1024] [--threads 1,2] [--repeats 5]
-                                    [--device cpu] [--json FILE]
+                                    [--device cpu] [--precision float32] [--json FILE]
 """
 import json
 import os
@@ -65,8 +68,8 @@ def synchronise(device):
 class StepEntry:
     """A training step of ``kind`` ("toolkit" or "fast") with its loss bookkeeping, on a pool of batches."""
 
-    def __init__(self, kind, X, Z, pool, batch, device):
-        self.config = TrainConfig(batch_size=batch, step=kind)
+    def __init__(self, kind, X, Z, pool, batch, device, precision="float32"):
+        self.config = TrainConfig(batch_size=batch, step=kind, precision=precision)
         self.module = make_projector(X, Z, self.config).to(device)
         self.trainer = TrainStep(self.module, torch.from_numpy(X).to(device), torch.from_numpy(Z).to(device),
                                  self.config)
@@ -88,16 +91,16 @@ class StepEntry:
 class FloorEntry:
     """The step's GEMMs alone: per layer forward (B, a) x (a, b), weight gradient, input gradient (not layer 0)."""
 
-    def __init__(self, batch, device, sizes=(27, 512, 512, 512, 512, 59)):
+    def __init__(self, batch, device, sizes=(27, 512, 512, 512, 512, 59), dtype=torch.float32):
         generator = torch.Generator().manual_seed(0)
         self.products = []
         for index, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            x, weight, grad = (torch.randn(shape, generator=generator).to(device)
+            x, weight, grad = (torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
                                for shape in ((batch, a), (b, a), (batch, b)))
-            self.products.append((x, weight.t(), torch.empty(batch, b, device=device)))
-            self.products.append((grad.t(), x, torch.empty(b, a, device=device)))
+            self.products.append((x, weight.t(), torch.empty(batch, b, device=device, dtype=dtype)))
+            self.products.append((grad.t(), x, torch.empty(b, a, device=device, dtype=dtype)))
             if index > 0:
-                self.products.append((grad, weight, torch.empty(batch, a, device=device)))
+                self.products.append((grad, weight, torch.empty(batch, a, device=device, dtype=dtype)))
         self.flops = sum(2 * left.shape[0] * left.shape[1] * right.shape[1] for left, right, _ in self.products)
 
     def __call__(self):
@@ -143,15 +146,17 @@ def settings_of(batches, threads, device):
     return [(batch, count) for batch in batches for count in (threads if device.type == "cpu" else [1])]
 
 
-def measure(X, Z, pool, *, batches, threads, repeats, device):
-    """Rows (dicts): median ms per step of every entry at every (batch, threads), and the ratios."""
+def measure(X, Z, pool, *, batches, threads, repeats, device, precision="float32"):
+    """Rows (dicts): median ms per step of every entry at every (batch, threads), and the ratios.
+
+    ``precision`` is the fast step's and the floor's (the toolkit step is always float32)."""
     settings = settings_of(batches, threads, device)
     entries, steps, times = {}, {}, {}
     for batch, count in settings:
         torch.set_num_threads(count)
         made = {"toolkit": StepEntry("toolkit", X, Z, pool, batch, device),
-                "fast": StepEntry("fast", X, Z, pool, batch, device),
-                "floor": FloorEntry(batch, device), "adamw": AdamEntry(X, Z, device)}
+                "fast": StepEntry("fast", X, Z, pool, batch, device, precision),
+                "floor": FloorEntry(batch, device, dtype=getattr(torch, precision)), "adamw": AdamEntry(X, Z, device)}
         for name, entry in made.items():
             probe = time_entry(entry, 5, device)[0]
             steps[batch, count, name] = max(10, int(TARGET_SECONDS * 1000 / max(probe, 1e-3)))
@@ -165,7 +170,7 @@ def measure(X, Z, pool, *, batches, threads, repeats, device):
                                                             device))
     rows = []
     for batch, count in settings:
-        row = {"batch": batch, "threads": count, "device": str(device), "repeats": repeats,
+        row = {"batch": batch, "threads": count, "device": str(device), "precision": precision, "repeats": repeats,
                "steps": {name: steps[batch, count, name] for name in ENTRIES}}
         for clock, index in (("wall", 0), ("cpu", 1)):
             median = {name: statistics.median(run[index] for run in times[batch, count, name]) for name in ENTRIES}
@@ -201,8 +206,10 @@ def parse_list(text):
 @click.option("--threads", default="1,2", show_default=True, help="Torch thread counts (CPU), comma-separated.")
 @click.option("--repeats", default=5, show_default=True, help="Repeats; medians are reported.")
 @click.option("--device", default="cpu", show_default=True, help="Torch device: cpu or cuda.")
+@click.option("--precision", default="float32", show_default=True, type=click.Choice(["float32", "bfloat16"]),
+              help="Arithmetic of the fast step and of the floor (the toolkit step is float32).")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
-def main(frames, batches, threads, repeats, device, json_path):
+def main(frames, batches, threads, repeats, device, precision, json_path):
     """Print ms per step of the toolkit step, the fast step, the GEMM floor and AdamW alone."""
     click.echo("command: " + " ".join([os.path.basename(sys.executable), *sys.argv]))
     device = torch.device(device)
@@ -213,14 +220,16 @@ def main(frames, batches, threads, repeats, device, json_path):
     previous = torch.get_num_threads()
     try:
         rows = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads), repeats=repeats,
-                       device=device)
+                       device=device, precision=precision)
     finally:
         torch.set_num_threads(previous)
-    click.echo(f"torch {torch.__version__}; {len(X)} frames; medians of {repeats} repeats")
+    click.echo(f"torch {torch.__version__}; {len(X)} frames; fast step and floor in {precision}; medians of "
+               f"{repeats} repeats")
     print_table(rows)
     if json_path:
         with open(json_path, "w") as stream:
-            json.dump({"frames": len(X), "torch": torch.__version__, "rows": rows}, stream, indent=1)
+            json.dump({"frames": len(X), "torch": torch.__version__, "precision": precision, "rows": rows}, stream,
+                      indent=1)
 
 
 if __name__ == "__main__":

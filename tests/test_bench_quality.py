@@ -47,6 +47,12 @@ def train(data, out_dir, **options):
                                       held_out=held_out, label="tiny", points=4, **options)
 
 
+def test_settings_parse_ints_floats_booleans_and_strings():
+    assert bench_quality.parse_settings(["batch_size=512", "lr=0.002", "amsgrad=false", "precision=bfloat16"]) == {
+        "batch_size": 512, "lr": 0.002, "amsgrad": False, "precision": "bfloat16"}
+    assert bench_quality.parse_settings(["amsgrad=True"])["amsgrad"] is True
+
+
 def test_evaluation_steps_are_log_spaced_and_end_with_the_run():
     steps = bench_quality.evaluation_steps(500_000, 30)
     assert steps[0] == 500 and steps[-1] == 500_000 and len(steps) == 30

@@ -74,6 +74,7 @@ class TrainStep:
     """
 
     def __init__(self, module, features, latent, config):
+        config = with_resolved_precision(config, features.device)
         self.module, self.config = module, config
         self.features, self.latent = features, latent
         self.optimizer = make_optimizer(module, config)
