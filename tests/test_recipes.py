@@ -12,6 +12,7 @@ from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.projector.recipes import RECIPES, recipe_config
 from motion_matching.projector.schedule import LearningRateSchedule, learning_rate
+from motion_matching.projector.step import with_resolved_precision
 from motion_matching.projector.train import train_projector
 
 from train_helpers import small_config
@@ -103,7 +104,8 @@ def test_cli_recipe_fills_settings_and_explicit_options_override_it(tmp_path, sm
     assert result.exit_code == 0, result.output
     saved = load_checkpoint(tmp_path / "fast" / "projector_checkpoint.pt")["config"]
     expected = dataclasses.replace(recipe_config("fast"), iterations=6, batch_size=8, hidden=16, hidden_layers=1)
-    assert saved == expected.to_dict()
+    assert expected.precision == "auto" and saved["precision"] in ("float32", "bfloat16")  # resolved for the device
+    assert saved == with_resolved_precision(expected).to_dict()
     assert saved["lr"] == RECIPES["fast"]["lr"] and saved["schedule"] == RECIPES["fast"]["schedule"]
     explicit = CliRunner().invoke(main, ["train", "--recipe", "fast", "--iterations", "6", "--lr", "0.001",
                                          "--schedule", "toolkit", "--out", "mixed"] + tiny)
