@@ -5,7 +5,7 @@
 - ``"toolkit"``: the script's step: single-tensor AdamW (torch's CPU default), one thread unless
   ``--threads`` says otherwise, the loss read on the host after every step.
 - ``"fast"`` (the default): the same recipe computed cheaper: fused AdamW (one kernel for every
-  parameter), every available core, neighbours gathered and gradients kept in buffers made once, and
+  parameter), every available core, neighbours gathered into buffers made once, and
   the losses kept on the device and read every ``read_every`` steps (``RollingLoss``), so a GPU never
   waits for the host.
   Fused AdamW rounds differently from the single-tensor one (last bits), so the two steps give close
@@ -103,7 +103,7 @@ class TrainStep:
     def step(self, queries, nearest):
         """One optimiser step on ``queries`` (B, n) float32 and ``nearest`` (B,) int64; returns ``LossTerms``."""
         Xgnd, Zgnd = self._gather(nearest)
-        self.optimizer.zero_grad(set_to_none=not self.fast)  # fast: zero the gradients in place, no new memory
+        self.optimizer.zero_grad(set_to_none=True)  # fresh gradients are adopted, not added into zeroed ones
         output = self._forward(queries)
         nfeatures = queries.shape[1]
         terms = loss_terms(queries, Xgnd, Zgnd, output[:, :nfeatures], output[:, nfeatures:], self.config)
