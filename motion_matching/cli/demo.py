@@ -27,8 +27,8 @@ def _print_paths(paths):
               help="Frames of the synthetic database.")
 @click.option("--recipe", default=_DEFAULTS.recipe, show_default=True, type=click.Choice(list(RECIPES)),
               help="Training recipe (train --recipe); the toolkit's takes most of an hour or more.")
-@click.option("--iterations", type=click.IntRange(min=1), default=_DEFAULTS.iterations, show_default=True,
-              help="Training iterations (the fast recipe's own: 8,000; the toolkit's: 500,000).")
+@click.option("--iterations", type=click.IntRange(min=1), default=_DEFAULTS.iterations,
+              help="Training iterations [default: the recipe's: fast 15,625, toolkit 500,000].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
 @click.option("--threads", type=click.IntRange(min=1),
               help="CPU threads for search and training [default: every core].")
