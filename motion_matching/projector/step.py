@@ -16,7 +16,7 @@
 network's forward and backward under ``torch.autocast``: the matrix products in bfloat16, which CPUs
 with AVX-512 BF16 or AMX and every recent GPU compute about twice as fast, while the weights, the
 losses (on the output cast back to float32) and AdamW stay float32. ``"auto"`` is resolved once per run
-(``resolved_precision``): bfloat16 where the device has bfloat16 arithmetic (a CUDA GPU of compute
+(``with_resolved_precision``): bfloat16 where the device has bfloat16 arithmetic (a CUDA GPU of compute
 capability 8 or more, a CPU with AVX-512 BF16 or AMX), else float32, where emulated bfloat16 would be
 slower than float32.
 """
