@@ -35,6 +35,7 @@ from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.recipes import RECIPES, recipe_config
+from motion_matching.projector.step import with_resolved_precision
 from motion_matching.projector.train import CHECKPOINT_NAME, TrainingInterrupted, train_projector
 from motion_matching.toolkit import formats
 
@@ -151,7 +152,8 @@ class QualityRun:
 def new_record(label, config, *, data, cache, held_out, threads, command):
     """The JSON-ready dict describing a run before its first point."""
     features_path = os.path.join(data, "features.bin")
-    return {"label": label, "recipe": config.recipe, "config": config.to_dict(), "threads": threads,
+    return {"label": label, "recipe": config.recipe, "config": with_resolved_precision(config).to_dict(),
+            "threads": threads,
             "command": command, "machine": machine_description(),
             "database": {"folder": os.path.abspath(data), "frames": int(held_out.X.shape[0]),
                          "features_sha256": file_sha256(features_path)},
@@ -257,7 +259,7 @@ def step_seconds(config, *, data, cache, steps, folder):
     short = dataclasses.replace(config, iterations=STEP_WARMUP + steps)
     train_projector(short, features_path=os.path.join(data, "features.bin"),
                     latent_path=os.path.join(data, "latent.bin"), offline_cache=cache, out_dir=folder,
-                    held_out_queries=0, on_step=mark)
+                    held_out_queries=0, on_step=mark, force=True)  # each timing starts over
     return (marks[STEP_WARMUP + steps] - marks[STEP_WARMUP]) / steps
 
 

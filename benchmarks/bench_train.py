@@ -74,7 +74,7 @@ def train_rate(config, paths, out_dir, *, offline_cache=None):
         if report.step == WARMUP or report.step == config.iterations:
             marks[report.step] = time.perf_counter(), time.process_time()
     train_projector(config, features_path=paths[0], latent_path=paths[1], out_dir=out_dir, progress=progress,
-                    offline_cache=offline_cache, held_out_queries=0)
+                    offline_cache=offline_cache, held_out_queries=0, force=True)  # each repeat starts over
     first, last = marks[WARMUP], marks[config.iterations]
     return (config.iterations - WARMUP) / (last[0] - first[0]), (config.iterations - WARMUP) / (last[1] - first[1])
 
