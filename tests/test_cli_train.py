@@ -111,3 +111,12 @@ def test_step_and_threads_options_reach_the_checkpoint(in_files):
             for key in ("step", "threads")} == {"step": "toolkit", "threads": 1}
     refused = runner.invoke(main, ["train", "--database", "", "--step", "quick"] + QUICK)
     assert refused.exit_code == 2 and "'quick' is not one of 'fast', 'toolkit'" in refused.output
+
+
+def test_the_last_line_names_bfloat16_products_and_not_float32():
+    from motion_matching.cli.train import describe_result
+    from motion_matching.projector.train import TrainResult
+    done = dict(network_path="p.bin", checkpoint_path="c.pt", steps=10, final_loss=0.5, held_out=None, seconds=1.0,
+                source="offline")
+    assert "(offline, bfloat16 matrix products)" in describe_result(TrainResult(**done, precision="bfloat16"))
+    assert "(offline):" in describe_result(TrainResult(**done))
