@@ -69,7 +69,7 @@ def loss_terms(Xhat, Xgnd, Zgnd, Xtil, Ztil, config=TrainConfig()):
 
 
 def projector_losses(module, Xhat, Xgnd, Zgnd, config=TrainConfig()):
-    """``loss_terms`` of ``module``'s output on one batch.
+    """``loss_terms`` of ``module``'s output on one batch (``module``: the network, or any callable giving its output).
 
     Xhat, Xgnd (batch, nfeatures) and Zgnd (batch, nlatent) are float32 tensors on the module's device.
     """

@@ -26,7 +26,7 @@ import dataclasses
 import torch
 
 from motion_matching.neighbours.cells.common import available_cores
-from motion_matching.projector.objective import LossTerms, loss_terms
+from motion_matching.projector.objective import LossTerms, projector_losses
 from motion_matching.toolkit import recipe
 
 ROLLING_KEEP, ROLLING_NEW = 0.99, 0.01  # the toolkit's rolling loss (written out: 1 - 0.99 != 0.01)
@@ -104,9 +104,7 @@ class TrainStep:
         """One optimiser step on ``queries`` (B, n) float32 and ``nearest`` (B,) int64; returns ``LossTerms``."""
         Xgnd, Zgnd = self._gather(nearest)
         self.optimizer.zero_grad(set_to_none=True)  # fresh gradients are adopted, not added into zeroed ones
-        output = self._forward(queries)
-        nfeatures = queries.shape[1]
-        terms = loss_terms(queries, Xgnd, Zgnd, output[:, :nfeatures], output[:, nfeatures:], self.config)
+        terms = projector_losses(self._forward, queries, Xgnd, Zgnd, self.config)
         terms.loss.backward()
         self.optimizer.step()
         return LossTerms(*(term.detach() for term in terms))
