@@ -18,9 +18,12 @@ of the same GEMMs in bfloat16; the toolkit step stays float32, as the script com
 Every step trains on a fresh batch from a pool of real query batches with their exact neighbours.
 Prints medians (ms per step) and the ratios toolkit / fast and fast / floor, by wall clock and by this
 process's CPU time (with one thread the steadier clock on a shared machine; with more it also counts
-the threads' waiting).
+the threads' waiting). Then, where both were measured, each step as its command runs it: the toolkit
+step on 1 thread (``--exact-toolkit``, as the script runs) against the fast step on every core
+(``train``'s default), as the median of the two entries' ratios within each repeat, so a machine that
+slows for a while slows both sides of a pair alike.
 
-    python benchmarks/bench_step.py [--frames 50000] [--batches 32,256,1024] [--threads 1,2] [--repeats 5]
+    python benchmarks/bench_step.py [--frames 50000] [--batches 32,256,1024] [--threads 1,2] [--repeats 9]
                                     [--device cpu] [--precision float32] [--json FILE]
 """
 import json
@@ -36,13 +39,14 @@ import torch
 from motion_matching.data import features as features_module
 from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.neighbours import queries
+from motion_matching.neighbours.cells.common import available_cores
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector
 from motion_matching.projector.step import RollingLoss, TrainStep
 
 POOL_QUERIES = 16_384  # queries drawn once; steps cycle through their batches
-TARGET_SECONDS = 0.4  # rough time of each timed entry per repeat (the step count follows from a probe)
+TARGET_SECONDS = 0.25  # rough time of each timed entry per repeat (the step count follows from a probe)
 ENTRIES = ("toolkit", "fast", "floor", "adamw")
 
 
@@ -182,7 +186,26 @@ def measure(X, Z, pool, *, batches, threads, repeats, device, precision="float32
             row[f"toolkit_over_floor_{clock}"] = median["toolkit"] / median["floor"]
             row[f"floor_gflop_s_{clock}"] = entries[batch, count]["floor"].flops / median["floor"] / 1e6
         rows.append(row)
-    return rows
+    return rows, as_run_pairs(times, settings, repeats)
+
+
+def as_run_pairs(times, settings, repeats):
+    """Per batch: the toolkit step on 1 thread against the fast step on every core, paired within repeats.
+
+    Dicts with both medians (wall ms) and the median, lowest and highest of the per-repeat ratios."""
+    default_threads = available_cores()
+    pairs = []
+    for batch in sorted({batch for batch, _ in settings}):
+        if (batch, 1) not in settings or (batch, default_threads) not in settings:
+            continue
+        toolkit = [run[0] for run in times[batch, 1, "toolkit"]]
+        fast = [run[0] for run in times[batch, default_threads, "fast"]]
+        ratios = [slow / quick for slow, quick in zip(toolkit, fast)]
+        pairs.append({"batch": batch, "toolkit_threads": 1, "fast_threads": default_threads, "repeats": repeats,
+                      "toolkit_ms": statistics.median(toolkit), "fast_ms": statistics.median(fast),
+                      "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
+                      "ratio_max": max(ratios)})
+    return pairs
 
 
 def print_table(rows):
@@ -196,6 +219,19 @@ def print_table(rows):
                        f"{row['fast_over_floor_' + clock]:>10.2f} {row['floor_gflop_s_' + clock]:>13.1f}")
 
 
+def print_pairs(pairs):
+    if not pairs:
+        return
+    click.echo("as the commands run them (wall clock): toolkit step on 1 thread, fast step on every core; "
+               "ratio: median [lowest, highest] of the repeats' own ratios")
+    click.echo(f"{'batch':>5} {'toolkit ms':>10} {'fast ms':>8} {'fast threads':>12} {'toolkit/fast':>12} "
+               f"{'range':>13}")
+    for pair in pairs:
+        click.echo(f"{pair['batch']:>5} {pair['toolkit_ms']:>10.2f} {pair['fast_ms']:>8.2f} "
+                   f"{pair['fast_threads']:>12} {pair['ratio_median']:>12.2f} "
+                   f"{'[' + format(pair['ratio_min'], '.2f') + ', ' + format(pair['ratio_max'], '.2f') + ']':>13}")
+
+
 def parse_list(text):
     return [int(item) for item in text.split(",") if item]
 
@@ -204,7 +240,7 @@ def parse_list(text):
 @click.option("--frames", default=50_000, show_default=True, help="Frames of the synthetic database.")
 @click.option("--batches", default="32,256,1024", show_default=True, help="Batch sizes, comma-separated.")
 @click.option("--threads", default="1,2", show_default=True, help="Torch thread counts (CPU), comma-separated.")
-@click.option("--repeats", default=5, show_default=True, help="Repeats; medians are reported.")
+@click.option("--repeats", default=9, show_default=True, help="Repeats; medians are reported.")
 @click.option("--device", default="cpu", show_default=True, help="Torch device: cpu or cuda.")
 @click.option("--precision", default="float32", show_default=True, type=click.Choice(["float32", "bfloat16"]),
               help="Arithmetic of the fast step and of the floor (the toolkit step is float32).")
@@ -219,17 +255,18 @@ def main(frames, batches, threads, repeats, device, precision, json_path):
     pool = query_pool(X)
     previous = torch.get_num_threads()
     try:
-        rows = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads), repeats=repeats,
+        rows, pairs = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads), repeats=repeats,
                        device=device, precision=precision)
     finally:
         torch.set_num_threads(previous)
     click.echo(f"torch {torch.__version__}; {len(X)} frames; fast step and floor in {precision}; medians of "
                f"{repeats} repeats")
     print_table(rows)
+    print_pairs(pairs)
     if json_path:
         with open(json_path, "w") as stream:
-            json.dump({"frames": len(X), "torch": torch.__version__, "precision": precision, "rows": rows}, stream,
-                      indent=1)
+            json.dump({"frames": len(X), "torch": torch.__version__, "precision": precision, "rows": rows,
+                       "as_run": pairs}, stream, indent=1)
 
 
 if __name__ == "__main__":

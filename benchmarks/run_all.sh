@@ -21,8 +21,8 @@ run bvh benchmarks/bench_bvh.py --repeats 3
 run search-1x-4x benchmarks/bench_search.py --scales 1,4 --repeats 3 --queries 131072 --sample 256
 run search-16x benchmarks/bench_search.py --scales 16 --repeats 2 --queries 65536 --sample 64
 run cache benchmarks/bench_cache.py --frames 50000 --queries 1048576 --repeats 3
-run step benchmarks/bench_step.py --repeats 5
-run step-bf16 benchmarks/bench_step.py --repeats 5 --precision bfloat16
+run step benchmarks/bench_step.py
+run step-bf16 benchmarks/bench_step.py --precision bfloat16
 run train benchmarks/bench_train.py --frames 50000 --repeats 3
 run parity benchmarks/parity_synthetic.py --frames 50000 --iterations 2000
 run parity-toolkit benchmarks/parity_toolkit.py --frames 50000 --iterations 5001
