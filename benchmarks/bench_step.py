@@ -24,7 +24,7 @@ step on 1 thread (``--exact-toolkit``, as the script runs) against the fast step
 slows for a while slows both sides of a pair alike.
 
     python benchmarks/bench_step.py [--frames 50000] [--batches 32,256,1024] [--threads 1,2] [--repeats 9]
-                                    [--device cpu] [--precision float32] [--json FILE]
+                                    [--device cpu] [--precision float32] [--backend cells] [--json FILE]
 """
 import json
 import os
@@ -58,10 +58,10 @@ def synthetic_inputs(nframes, *, nlatent=32, seed=0):
     return X, Z
 
 
-def query_pool(X, *, seed=1234):
+def query_pool(X, *, seed=1234, backend=DEFAULT_BACKEND):
     """(queries (POOL_QUERIES, 27) float32, nearest (POOL_QUERIES,) int64): the training stream's start."""
     Xhat, _ = queries.generate_queries(X, seed=seed, start=0, stop=POOL_QUERIES)
-    return Xhat, make_searcher(X, backend=DEFAULT_BACKEND).nearest(Xhat).astype(np.int64)
+    return Xhat, make_searcher(X, backend=backend).nearest(Xhat).astype(np.int64)
 
 
 def synchronise(device):
@@ -244,15 +244,17 @@ def parse_list(text):
 @click.option("--device", default="cpu", show_default=True, help="Torch device: cpu or cuda.")
 @click.option("--precision", default="float32", show_default=True, type=click.Choice(["float32", "bfloat16"]),
               help="Arithmetic of the fast step and of the floor (the toolkit step is float32).")
+@click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
+              help="Exact search backend that finds the pool's neighbours (balltree needs no faiss).")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
-def main(frames, batches, threads, repeats, device, precision, json_path):
+def main(frames, batches, threads, repeats, device, precision, backend, json_path):
     """Print ms per step of the toolkit step, the fast step, the GEMM floor and AdamW alone."""
     click.echo("command: " + " ".join([os.path.basename(sys.executable), *sys.argv]))
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise click.UsageError("--device cuda: torch sees no CUDA device")
     X, Z = synthetic_inputs(frames)
-    pool = query_pool(X)
+    pool = query_pool(X, backend=backend)
     previous = torch.get_num_threads()
     try:
         rows, pairs = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads), repeats=repeats,
