@@ -40,7 +40,7 @@ from motion_matching.data import features as features_module
 from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.neighbours import queries
 from motion_matching.neighbours.cells.common import available_cores
-from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
+from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND, make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector
 from motion_matching.projector.step import RollingLoss, TrainStep
@@ -151,7 +151,8 @@ def settings_of(batches, threads, device):
 
 
 def measure(X, Z, pool, *, batches, threads, repeats, device, precision="float32"):
-    """Rows (dicts): median ms per step of every entry at every (batch, threads), and the ratios.
+    """``(rows, pairs)``: rows (dicts) of the median ms per step of every entry at every (batch, threads),
+    and the ratios; pairs from ``as_run_pairs``.
 
     ``precision`` is the fast step's and the floor's (the toolkit step is always float32)."""
     settings = settings_of(batches, threads, device)
@@ -244,7 +245,7 @@ def parse_list(text):
 @click.option("--device", default="cpu", show_default=True, help="Torch device: cpu or cuda.")
 @click.option("--precision", default="float32", show_default=True, type=click.Choice(["float32", "bfloat16"]),
               help="Arithmetic of the fast step and of the floor (the toolkit step is float32).")
-@click.option("--backend", default=DEFAULT_BACKEND, show_default=True,
+@click.option("--backend", default=DEFAULT_BACKEND, show_default=True, type=click.Choice(sorted(BACKENDS)),
               help="Exact search backend that finds the pool's neighbours (balltree needs no faiss).")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
 def main(frames, batches, threads, repeats, device, precision, backend, json_path):
@@ -257,8 +258,8 @@ def main(frames, batches, threads, repeats, device, precision, backend, json_pat
     pool = query_pool(X, backend=backend)
     previous = torch.get_num_threads()
     try:
-        rows, pairs = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads), repeats=repeats,
-                       device=device, precision=precision)
+        rows, pairs = measure(X, Z, pool, batches=parse_list(batches), threads=parse_list(threads),
+                              repeats=repeats, device=device, precision=precision)
     finally:
         torch.set_num_threads(previous)
     click.echo(f"torch {torch.__version__}; {len(X)} frames; fast step and floor in {precision}; medians of "
