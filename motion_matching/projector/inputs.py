@@ -111,19 +111,27 @@ def _stream_mismatch(attributes, config, inputs):
     return None
 
 
+def checkpoint_mismatches(payload, config, hashes):
+    """What keeps a run of ``config``, on inputs of SHA-256 ``hashes`` ({"features": ..., "latent": ...}),
+    from continuing the loaded checkpoint ``payload``: ``(saved config, names of the settings that differ,
+    names of the inputs that differ)``. A garbled payload raises KeyError, TypeError or ValueError."""
+    saved = TrainConfig.from_dict(payload["config"])
+    changed = [name for name, digest in hashes.items() if payload["inputs"].get(name) != digest]
+    return saved, numeric_differences(saved, config), changed
+
+
 def restore_checkpoint(run, path):
     """Load checkpoint ``path`` into ``run`` (model, optimiser, schedule, step, rolling loss, RNG)."""
     payload = load_checkpoint(path)
     try:
-        saved = TrainConfig.from_dict(payload["config"])
-        for name in numeric_differences(saved, run.config):
+        saved, settings, inputs = checkpoint_mismatches(payload, run.config, run.inputs.hashes)
+        for name in settings:
             option = "--" + name.replace("_", "-")
             raise MismatchedFiles(path, f"was written with {option} {getattr(saved, name)}, this run has "
                                         f"{getattr(run.config, name)}", option="the same value to resume")
-        for name, digest in run.inputs.hashes.items():
-            if payload["inputs"].get(name) != digest:
-                raise MismatchedFiles(path, f"was trained on another {name}.bin than "
-                                            f"{getattr(run.inputs, name + '_path')}")
+        for name in inputs:
+            raise MismatchedFiles(path, f"was trained on another {name}.bin than "
+                                        f"{getattr(run.inputs, name + '_path')}")
         run.module.load_state_dict(payload["model"])
         run.optimizer.load_state_dict(payload["optimizer"])
         run.scheduler.load_state_dict(payload["scheduler"])

@@ -8,8 +8,7 @@ import os
 
 from motion_matching.errors import MismatchedFiles, MotionMatchingError
 from motion_matching.projector.checkpoint import load_checkpoint
-from motion_matching.projector.config import TrainConfig, numeric_differences
-from motion_matching.projector.inputs import restore_checkpoint
+from motion_matching.projector.inputs import checkpoint_mismatches, restore_checkpoint
 from motion_matching.projector.step import with_resolved_precision
 
 LOG = logging.getLogger(__name__)
@@ -53,16 +52,14 @@ def checkpoint_problem(path, config, hashes):
         return None
     try:
         payload = load_checkpoint(path)
-        saved = TrainConfig.from_dict(payload["config"])
-        step, inputs = int(payload["step"]), payload["inputs"]
+        _, differences, changed = checkpoint_mismatches(payload, with_resolved_precision(config), hashes)
+        step = int(payload["step"])
     except MotionMatchingError as error:
         return error.problem
     except (KeyError, TypeError, ValueError) as error:
         return f"checkpoint lacks or garbles {error}"
-    differences = numeric_differences(saved, with_resolved_precision(config))
     if differences:
         return "it was trained with other " + ", ".join("--" + name.replace("_", "-") for name in differences)
-    changed = [name for name, digest in hashes.items() if inputs.get(name) != digest]
     if changed:
         return f"it was trained on another {' and '.join(name + '.bin' for name in changed)}"
     if step > config.iterations:
