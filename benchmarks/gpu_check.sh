@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue 11's GPU checks as one script for a lent GPU machine (the device tool's `run`), sized for its
-# 15 minutes: the synthetic database, a 16 M-query cache searched on the GPU (the torch backend: no faiss
-# or compiled extension needed there), bench_step.py on the GPU in float32 and bfloat16, then 50,000
+# 15 minutes: the synthetic database, bench_step.py on the GPU in float32 and bfloat16, a 16 M-query
+# cache searched on the GPU (the torch backend: no faiss or compiled extension needed there), then 50,000
 # iterations at batch 1,024 from the cache with --device cuda, in float32 and in bfloat16. summary.txt,
 # log.txt (every command's output) and the two step JSON files land in $OUT (else benchmarks/results/gpu).
-# It runs from the working tree (PYTHONPATH), without installing it.
+# It runs from the working tree (PYTHONPATH), without installing it. The summary grows step by step, so a
+# run stopped at the device's time limit still returns what it finished.
 #   bash benchmarks/gpu_check.sh
 # A CPU rehearsal of the same steps at small sizes (what CI-less checking can do here):
 #   DEVICE=cpu FRAMES=5000 QUERIES=65536 ITERATIONS=300 bash benchmarks/gpu_check.sh
@@ -41,13 +42,13 @@ log "device $device; $("$python" -c 'import torch, sys
 name = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA device"
 print(f"python {sys.version.split()[0]}, torch {torch.__version__}, {name}")')"
 seconds_of generate "$python" generate_database.py --out "$work/data" --frames "$frames"
-seconds_of build-cache "$python" -c 'from motion_matching.cli import main; main()' build-cache \
-    --features "$work/data/features.bin" --queries "$queries" --backend torch --device "$device" \
-    --out "$work/cache.h5" --quiet
 for precision in float32 bfloat16; do
     seconds_of "step-$precision" "$python" benchmarks/bench_step.py --device "$device" --frames "$frames" \
         --backend balltree --repeats 5 --precision "$precision" --json "$out/step-$precision.json"
 done
+seconds_of build-cache "$python" -c 'from motion_matching.cli import main; main()' build-cache \
+    --features "$work/data/features.bin" --queries "$queries" --backend torch --device "$device" \
+    --out "$work/cache.h5" --quiet
 for precision in float32 bfloat16; do
     seconds_of "train-$precision" "$python" train_projector.py --features "$work/data/features.bin" \
         --latent "$work/data/latent.bin" --database "$work/data/database.bin" --offline "$work/cache.h5" \
