@@ -39,11 +39,10 @@ import torch
 from motion_matching.data import features as features_module
 from motion_matching.data.synthetic import locomotion as synthetic
 from motion_matching.neighbours import queries
-from motion_matching.neighbours.cells.common import available_cores
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND, make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector
-from motion_matching.projector.step import RollingLoss, TrainStep
+from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
 
 POOL_QUERIES = 16_384  # queries drawn once; steps cycle through their batches
 TARGET_SECONDS = 0.25  # rough time of each timed entry per repeat (the step count follows from a probe)
@@ -194,7 +193,7 @@ def as_run_pairs(times, settings, repeats):
     """Per batch: the toolkit step on 1 thread against the fast step on every core, paired within repeats.
 
     Dicts with both medians (wall ms) and the median, lowest and highest of the per-repeat ratios."""
-    default_threads = available_cores()
+    default_threads = resolved_threads(TrainConfig(step="fast"))  # train's default for the fast step
     pairs = []
     for batch in sorted({batch for batch, _ in settings}):
         if (batch, 1) not in settings or (batch, default_threads) not in settings:

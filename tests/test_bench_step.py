@@ -12,6 +12,8 @@ from click.testing import CliRunner  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
 import bench_step  # noqa: E402
 
+from motion_matching.projector import step  # noqa: E402
+
 
 def timings(values):
     """Per-repeat (wall, cpu) pairs from wall milliseconds."""
@@ -19,7 +21,7 @@ def timings(values):
 
 
 def test_pairs_compare_the_toolkit_step_on_one_thread_with_the_fast_step_on_every_core(monkeypatch):
-    monkeypatch.setattr(bench_step, "available_cores", lambda: 2)
+    monkeypatch.setattr(step, "available_cores", lambda: 2)
     settings = [(32, 1), (32, 2)]
     times = {(32, 1, "toolkit"): timings([6.0, 10.0, 9.0]), (32, 1, "fast"): timings([1.0, 1.0, 1.0]),
              (32, 2, "toolkit"): timings([1.0, 1.0, 1.0]), (32, 2, "fast"): timings([3.0, 4.0, 9.0])}
@@ -30,7 +32,7 @@ def test_pairs_compare_the_toolkit_step_on_one_thread_with_the_fast_step_on_ever
 
 
 def test_no_pair_without_both_thread_counts(monkeypatch):
-    monkeypatch.setattr(bench_step, "available_cores", lambda: 2)
+    monkeypatch.setattr(step, "available_cores", lambda: 2)
     times = {(32, 1, name): timings([1.0]) for name in bench_step.ENTRIES}
     assert bench_step.as_run_pairs(times, [(32, 1)], repeats=1) == []
 
@@ -38,7 +40,7 @@ def test_no_pair_without_both_thread_counts(monkeypatch):
 def test_a_tiny_run_prints_both_tables_and_writes_them(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_step, "TARGET_SECONDS", 0.01)
     monkeypatch.setattr(bench_step, "POOL_QUERIES", 256)
-    monkeypatch.setattr(bench_step, "available_cores", lambda: 2)
+    monkeypatch.setattr(step, "available_cores", lambda: 2)
     path = tmp_path / "step.json"
     result = CliRunner().invoke(bench_step.main, ["--frames", "600", "--batches", "16", "--threads", "1,2",
                                                   "--repeats", "2", "--backend", "balltree", "--json", str(path)])
