@@ -18,7 +18,9 @@ of the same GEMMs in bfloat16; the toolkit step stays float32, as the script com
 Every step trains on a fresh batch from a pool of real query batches with their exact neighbours.
 Prints medians (ms per step) and the ratios toolkit / fast and fast / floor, by wall clock and by this
 process's CPU time (with one thread the steadier clock on a shared machine; with more it also counts
-the threads' waiting). Then, where both were measured, each step as its command runs it: the toolkit
+the threads' waiting), and fast / floor paired: the median [lowest, highest] of each repeat's own
+ratio of the two entries, timed back to back, so that a spell in which the machine is slower hits both
+sides of a ratio. Then, where both were measured, each step as its command runs it: the toolkit
 step on 1 thread (``--exact-toolkit``, as the script runs) against the fast step on every core
 (``train``'s default), as the median of the two entries' ratios within each repeat, so a machine that
 slows for a while slows both sides of a pair alike.
@@ -183,10 +185,19 @@ def measure(X, Z, pool, *, batches, threads, repeats, device, precision="float32
                         for name in ENTRIES})
             row[f"toolkit_over_fast_{clock}"] = median["toolkit"] / median["fast"]
             row[f"fast_over_floor_{clock}"] = median["fast"] / median["floor"]
+            paired = paired_ratios([run[index] for run in times[batch, count, "fast"]],
+                                   [run[index] for run in times[batch, count, "floor"]])
+            row.update({f"fast_over_floor_paired_{key}_{clock}": value for key, value in paired.items()})
             row[f"toolkit_over_floor_{clock}"] = median["toolkit"] / median["floor"]
             row[f"floor_gflop_s_{clock}"] = entries[batch, count]["floor"].flops / median["floor"] / 1e6
         rows.append(row)
     return rows, as_run_pairs(times, settings, repeats)
+
+
+def paired_ratios(slow, quick):
+    """``{"median", "min", "max"}`` of the per-repeat ratios ``slow[i] / quick[i]`` of two entries' times."""
+    ratios = [numerator / denominator for numerator, denominator in zip(slow, quick, strict=True)]
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
 
 
 def as_run_pairs(times, settings, repeats):
@@ -200,23 +211,29 @@ def as_run_pairs(times, settings, repeats):
             continue
         toolkit = [run[0] for run in times[batch, 1, "toolkit"]]
         fast = [run[0] for run in times[batch, default_threads, "fast"]]
-        ratios = [slow / quick for slow, quick in zip(toolkit, fast)]
+        ratios = paired_ratios(toolkit, fast)
         pairs.append({"batch": batch, "toolkit_threads": 1, "fast_threads": default_threads, "repeats": repeats,
                       "toolkit_ms": statistics.median(toolkit), "fast_ms": statistics.median(fast),
-                      "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-                      "ratio_max": max(ratios)})
+                      **{f"ratio_{key}": value for key, value in ratios.items()}})
     return pairs
 
 
 def print_table(rows):
     click.echo(f"{'batch':>5} {'threads':>7} {'clock':>5} {'toolkit ms':>10} {'fast ms':>8} {'floor ms':>8} "
-               f"{'adamw ms':>8} {'toolkit/fast':>12} {'fast/floor':>10} {'floor GFLOP/s':>13}")
+               f"{'adamw ms':>8} {'toolkit/fast':>12} {'fast/floor':>10} {'floor GFLOP/s':>13} "
+               f"{'fast/floor paired':>17} {'range':>13}")
     for row in rows:
         for clock in ("wall", "cpu"):
             ms = {name: row[f"{name}_ms_{clock}"] for name in ENTRIES}
+            paired = {key: row[f"fast_over_floor_paired_{key}_{clock}"] for key in ("median", "min", "max")}
             click.echo(f"{row['batch']:>5} {row['threads']:>7} {clock:>5} {ms['toolkit']:>10.2f} {ms['fast']:>8.2f} "
                        f"{ms['floor']:>8.2f} {ms['adamw']:>8.2f} {row['toolkit_over_fast_' + clock]:>12.2f} "
-                       f"{row['fast_over_floor_' + clock]:>10.2f} {row['floor_gflop_s_' + clock]:>13.1f}")
+                       f"{row['fast_over_floor_' + clock]:>10.2f} {row['floor_gflop_s_' + clock]:>13.1f} "
+                       f"{paired['median']:>17.2f} {format_range(paired):>13}")
+
+
+def format_range(ratios):
+    return f"[{ratios['min']:.2f}, {ratios['max']:.2f}]"
 
 
 def print_pairs(pairs):
@@ -229,7 +246,7 @@ def print_pairs(pairs):
     for pair in pairs:
         click.echo(f"{pair['batch']:>5} {pair['toolkit_ms']:>10.2f} {pair['fast_ms']:>8.2f} "
                    f"{pair['fast_threads']:>12} {pair['ratio_median']:>12.2f} "
-                   f"{'[' + format(pair['ratio_min'], '.2f') + ', ' + format(pair['ratio_max'], '.2f') + ']':>13}")
+                   f"{format_range({'min': pair['ratio_min'], 'max': pair['ratio_max']}):>13}")
 
 
 def parse_list(text):

@@ -31,6 +31,14 @@ def test_pairs_compare_the_toolkit_step_on_one_thread_with_the_fast_step_on_ever
     assert (pair["toolkit_ms"], pair["fast_ms"], pair["fast_threads"]) == (9.0, 4.0, 2)
 
 
+def test_fast_over_floor_paired_is_the_median_of_each_repeats_own_ratio():
+    # a repeat in which the machine was slower (8 against 4) does not pull the pairing as it pulls the medians
+    paired = bench_step.paired_ratios([2.5, 8.0, 2.6], [2.0, 4.0, 2.0])
+    assert paired == {"median": 1.3, "min": 1.25, "max": 2.0}
+    with pytest.raises(ValueError):
+        bench_step.paired_ratios([1.0, 2.0], [1.0])
+
+
 def test_no_pair_without_both_thread_counts(monkeypatch):
     monkeypatch.setattr(step, "available_cores", lambda: 2)
     times = {(32, 1, name): timings([1.0]) for name in bench_step.ENTRIES}
@@ -48,5 +56,10 @@ def test_a_tiny_run_prints_both_tables_and_writes_them(tmp_path, monkeypatch):
     assert "as the commands run them" in result.output
     written = json.loads(path.read_text())
     assert [(row["batch"], row["threads"]) for row in written["rows"]] == [(16, 1), (16, 2)]
+    for row in written["rows"]:
+        ratios = [fast / floor for fast, floor in zip(row["fast_runs_ms_wall"], row["floor_runs_ms_wall"])]
+        assert row["fast_over_floor_paired_median_wall"] == pytest.approx(sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2)
+        assert row["fast_over_floor_paired_min_wall"] == min(ratios)
+    assert "fast/floor paired" in result.output
     (pair,) = written["as_run"]
     assert pair["batch"] == 16 and pair["ratio_min"] <= pair["ratio_median"] <= pair["ratio_max"]

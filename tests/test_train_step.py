@@ -61,6 +61,35 @@ def test_the_fast_step_trains_the_same_recipe_to_within_rounding(tmp_path, small
         assert torch.allclose(fast["model"][name], value, rtol=0, atol=1e-5), name
 
 
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_the_fast_step_is_torchs_fused_adamw_step_bit_for_bit_through_a_schedule_and_a_reload(precision):
+    X, Z = random_features(300), random_features(300, nfeatures=5, seed=1)
+    config = small_config(precision=precision)
+    fast = TrainStep(make_projector(X, Z, config), torch.from_numpy(X), torch.from_numpy(Z), config)
+    reference_module = make_projector(X, Z, config)
+    reference = step_module.make_optimizer(reference_module, config)
+    forward = TrainStep(reference_module, torch.from_numpy(X), torch.from_numpy(Z), config)._forward
+    rng = np.random.default_rng(5)
+    for index in range(12):
+        nearest = torch.from_numpy(rng.integers(0, 300, 16))
+        queries = torch.from_numpy(X[nearest.numpy()] + rng.normal(0, 0.3, (16, X.shape[1])).astype(np.float32))
+        if index == 6:  # as --resume does: a new step whose optimiser loads the state dict
+            state = copy.deepcopy(fast.optimizer.state_dict())
+            fast = TrainStep(fast.module, torch.from_numpy(X), torch.from_numpy(Z), config)
+            fast.optimizer.load_state_dict(state)
+        for optimizer in (fast.optimizer, reference):
+            optimizer.param_groups[0]["lr"] = config.lr * 0.9 ** index  # as the schedule changes it
+        fast.step(queries, nearest)
+        reference.zero_grad(set_to_none=True)
+        projector_losses(forward, queries, torch.from_numpy(X[nearest.numpy()]), torch.from_numpy(Z[nearest.numpy()]),
+                         config).loss.backward()
+        reference.step()
+    for mine, theirs in zip(fast.module.parameters(), reference_module.parameters()):
+        assert torch.equal(mine, theirs) and mine.grad is None
+    for mine, theirs in zip(fast.optimizer.state_dict()["state"].values(), reference.state_dict()["state"].values()):
+        assert mine.keys() == theirs.keys() and all(torch.equal(mine[key], theirs[key]) for key in mine)
+
+
 def test_rolling_loss_read_in_batches_equals_the_per_step_recurrence():
     losses = np.random.default_rng(3).random(57).astype(np.float32)
     batched, per_step = RollingLoss(read_every=10), RollingLoss(read_every=1)
