@@ -61,10 +61,10 @@ def test_the_fast_step_trains_the_same_recipe_to_within_rounding(tmp_path, small
         assert torch.allclose(fast["model"][name], value, rtol=0, atol=1e-5), name
 
 
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_the_fast_step_is_torchs_fused_adamw_step_bit_for_bit_through_a_schedule_and_a_reload(precision):
+@pytest.mark.parametrize("precision, amsgrad", [("float32", True), ("bfloat16", True), ("float32", False)])
+def test_the_fast_step_is_torchs_fused_adamw_step_bit_for_bit_through_a_schedule_and_a_reload(precision, amsgrad):
     X, Z = random_features(300), random_features(300, nfeatures=5, seed=1)
-    config = small_config(precision=precision)
+    config = small_config(precision=precision, amsgrad=amsgrad)
     fast = TrainStep(make_projector(X, Z, config), torch.from_numpy(X), torch.from_numpy(Z), config)
     reference_module = make_projector(X, Z, config)
     reference = step_module.make_optimizer(reference_module, config)

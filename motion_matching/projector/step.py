@@ -9,8 +9,8 @@
   the losses kept on the device and read every ``read_every`` steps (``RollingLoss``), so a GPU never
   waits for the host. Its gradients come from ``torch.autograd.grad`` and go straight to torch's
   functional fused AdamW on the optimiser's own state: the same arithmetic as ``optimizer.step()``, bit
-  for bit, without zeroing ``.grad`` and the optimiser's per-step bookkeeping (0.1-0.3 ms a step on
-  2 cores, 3-5% at batch 32).
+  for bit, without zeroing ``.grad`` and the optimiser's per-step bookkeeping (3-4% of a step at batch
+  32 and 256 on 2 cores).
   Fused AdamW rounds differently from the single-tensor one (last bits), so the two steps give close
   but not bit-identical parameters; each is deterministic, and online and offline runs agree bit for bit
   in either mode.
