@@ -23,6 +23,7 @@ run search-16x benchmarks/bench_search.py --scales 16 --repeats 2 --queries 6553
 run cache benchmarks/bench_cache.py --frames 50000 --queries 1048576 --repeats 3
 run step benchmarks/bench_step.py
 run step-bf16 benchmarks/bench_step.py --precision bfloat16
+run step-modes benchmarks/bench_step_modes.py --seconds 100
 run train benchmarks/bench_train.py --frames 50000 --repeats 3
 run parity benchmarks/parity_synthetic.py --frames 50000 --iterations 2000
 run parity-toolkit benchmarks/parity_toolkit.py --frames 50000 --iterations 5001
