@@ -31,8 +31,9 @@ setup(
     install_requires=[
         "numpy>=1.23",
         "faiss-cpu>=1.7.4",
-        # a range that torch 2.13.0 (the CPU wheel CI installs first) satisfies
-        "torch>=2.1",
+        # 2.4 first has fused AdamW on the CPU (the default fast step); a range that torch 2.13.0 (the
+        # CPU wheel CI installs first) satisfies
+        "torch>=2.4",
         "click>=8.0",
         "h5py>=3.6",
         "scikit-learn>=1.1",

@@ -196,7 +196,9 @@ def measure(X, Z, pool, *, batches, threads, repeats, device, precision="float32
 
 def paired_ratios(slow, quick):
     """``{"median", "min", "max"}`` of the per-repeat ratios ``slow[i] / quick[i]`` of two entries' times."""
-    ratios = [numerator / denominator for numerator, denominator in zip(slow, quick, strict=True)]
+    if len(slow) != len(quick):
+        raise ValueError(f"{len(slow)} times against {len(quick)}: the entries must be timed in the same repeats")
+    ratios = [numerator / denominator for numerator, denominator in zip(slow, quick)]
     return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
 
 
