@@ -44,7 +44,7 @@ from motion_matching.neighbours import queries
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND, make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector
-from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.step import RollingLoss, TrainStep, make_optimizer, resolved_threads
 
 POOL_QUERIES = 16_384  # queries drawn once; steps cycle through their batches
 TARGET_SECONDS = 0.25  # rough time of each timed entry per repeat (the step count follows from a probe)
@@ -123,7 +123,7 @@ class AdamEntry:
         module = make_projector(X, Z).to(device)
         for parameter in module.parameters():
             parameter.grad = torch.randn_like(parameter) * 1e-3
-        self.optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3, amsgrad=True, weight_decay=1e-3, fused=True)
+        self.optimizer = make_optimizer(module, TrainConfig())  # the fast step's
 
     def __call__(self):
         self.optimizer.step()

@@ -28,14 +28,12 @@ import click
 import torch
 
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
+from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector, projector_losses
+from motion_matching.projector.step import make_optimizer
 
 SLOW_ADAMW = 2.0  # first AdamW after the backward pass against the second, above which a sample is "slow"
 COLUMNS = ("floor_ms", "step_ms", "ratio", "adamw_after_backward_ms", "adamw_again_ms", "stream_gb_s")
-
-
-def fused_adamw(parameters):
-    return torch.optim.AdamW(parameters, lr=1e-3, amsgrad=True, weight_decay=1e-3, fused=True)
 
 
 class AdamProbe:
@@ -43,7 +41,7 @@ class AdamProbe:
 
     def __init__(self, X, Z, batch):
         self.module = make_projector(X, Z)
-        self.optimizer = fused_adamw(self.module.parameters())
+        self.optimizer = make_optimizer(self.module, TrainConfig())  # the fast step's
         rows = torch.arange(batch) % len(X)
         self.queries, self.Xgnd, self.Zgnd = (torch.from_numpy(X)[rows] + 0.1, torch.from_numpy(X)[rows],
                                               torch.from_numpy(Z)[rows])
@@ -65,12 +63,12 @@ class StreamProbe:
 
     def __init__(self, megabytes):
         count = max(1, megabytes * 2**20 // 4 // 8)
-        self.parameters = [torch.nn.Parameter(torch.randn(count)) for _ in range(8)]
-        for parameter in self.parameters:
+        parameters = torch.nn.ParameterList(torch.nn.Parameter(torch.randn(count)) for _ in range(8))
+        for parameter in parameters:
             parameter.grad = torch.randn_like(parameter) * 1e-3
-        self.optimizer = fused_adamw(self.parameters)
+        self.optimizer = make_optimizer(parameters, TrainConfig())
         self.optimizer.step()
-        self.bytes = self.STREAMS * 4 * count * len(self.parameters)
+        self.bytes = self.STREAMS * 4 * count * len(parameters)
 
     def __call__(self):
         started = time.perf_counter()
