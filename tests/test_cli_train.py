@@ -120,3 +120,8 @@ def test_the_last_line_names_bfloat16_products_and_not_float32():
                 source="offline")
     assert "(offline, bfloat16 matrix products)" in describe_result(TrainResult(**done, precision="bfloat16"))
     assert "(offline):" in describe_result(TrainResult(**done))
+
+
+def test_the_rate_after_a_resumed_run_counts_only_this_runs_iterations():
+    resumed = TrainResult("projector.bin", "projector_checkpoint.pt", 100, 0.5, None, 2.0, "online", resumed_from=80)
+    assert train_cli.describe_result(resumed).endswith("; 10.0 it/s in this run")  # 20 iterations in 2 s, not 100

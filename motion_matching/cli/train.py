@@ -1,6 +1,8 @@
 """Commands: train (the toolkit's train_projector.py, online with a BallTree or offline from a cache)."""
 import dataclasses
 import logging
+import os
+import shlex
 import sys
 
 import click
@@ -8,9 +10,8 @@ import click
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.objective import HELD_OUT_QUERIES
+from motion_matching.projector.defaults import HELD_OUT_QUERIES
 from motion_matching.projector.recipes import RECIPES, recipe_config, recipe_settings
-from motion_matching.projector.train import TrainingInterrupted, train_projector
 
 FILE = click.Path(dir_okay=False)
 
@@ -44,7 +45,8 @@ PATH_OPTIONS = [
     click.option("--resume", type=FILE, default=None,
                  help="Continue from this projector_checkpoint.pt [default: the one in --out, if any]."),
     click.option("--force", is_flag=True,
-                 help="Start over, replacing the projector.bin and checkpoint of another run found in --out."),
+                 help="Replace the projector.bin and checkpoint of another run (other settings or inputs) "
+                      "found in --out; this run's own checkpoint is continued."),
     click.option("--plots", is_flag=True, help="Write projector_X.png and projector_Z.png with each projector.bin."),
     click.option("--tensorboard", type=click.Path(file_okay=False), default=None,
                  help="Write TensorBoard loss curves into this folder."),
@@ -65,9 +67,10 @@ def describe_result(result):
     """The lines (str) that end a run: what was written, the losses and the speed."""
     if result.steps == result.resumed_from:
         return (f"{result.network_path} is already trained ({result.steps:,} iterations, checkpoint "
-                f"{result.checkpoint_path}); nothing to do (a larger --iterations continues it, --force retrains)")
+                f"{result.checkpoint_path}); nothing to do (a larger --iterations continues it, another --out "
+                "trains anew)")
     held = "" if not result.held_out else f", held-out loss {result.held_out['loss']:.4f}"
-    rate = result.steps / result.seconds if result.seconds > 0 else 0.0
+    rate = (result.steps - result.resumed_from) / result.seconds if result.seconds > 0 else 0.0
     arithmetic = "" if result.precision == "float32" else f", {result.precision} matrix products"
     return (f"wrote {result.network_path} and {result.checkpoint_path} after {result.steps:,} iterations "
             f"({result.source}{arithmetic}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
@@ -95,8 +98,15 @@ def pop_config(options):
         raise click.UsageError(str(error)) from None
 
 
+def train_projector(config, **options):
+    """``projector.train.train_projector``, imported when a run starts: it loads torch, ``--help`` does not."""
+    from motion_matching.projector import train
+    return train.train_projector(config, **options)
+
+
 def run_training(*, quiet, database_path, **options):
     """Train with parsed options, print the outcome; exit 130 after saving on Ctrl-C."""
+    from motion_matching.projector.train import TrainingInterrupted  # torch: loaded when run, not for --help
     logging.getLogger("motion_matching").setLevel(logging.WARNING if quiet else logging.INFO)
     config = pop_config(options)
     bar = ProgressBar(unit="it", label="train", quiet=quiet)
@@ -107,7 +117,8 @@ def run_training(*, quiet, database_path, **options):
         bar.close()
         done = stop.result
         click.echo(f"interrupted after {done.steps:,} iterations; wrote {done.network_path} "
-                   f"and {done.checkpoint_path}; run the same command again to continue", err=True)
+                   f"and {done.checkpoint_path}; {continue_advice(options.get('resume'), done.checkpoint_path)}",
+                   err=True)
         sys.exit(INTERRUPTED_EXIT)
     except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
         bar.close()
@@ -116,6 +127,34 @@ def run_training(*, quiet, database_path, **options):
     finally:
         bar.close()
     click.echo(describe_result(result))
+
+
+def continue_advice(resume, checkpoint_path):
+    """How to continue an interrupted run (str): the same command, unless its --resume names another checkpoint
+    than the one just written, which would go back to that one; then the exact command without it."""
+    if resume is None or os.path.realpath(resume) == os.path.realpath(checkpoint_path):
+        return "run the same command again to continue"
+    context = click.get_current_context()
+    if context.get_parameter_source("resume") is click.core.ParameterSource.ENVIRONMENT:
+        variable = f"{context.auto_envvar_prefix}_RESUME"
+        return f"unset {variable} and run the same command again to continue (--resume would go back to {resume})"
+    program = context.find_root().command_path
+    program = ["python", program] if program.endswith(".py") else program.split(" ")
+    line = shlex.join(program + _without_resume(sys.argv[1:]))
+    return f"continue with: {line} (without --resume, which would go back to {resume})"
+
+
+def _without_resume(words):
+    """The command-line ``words`` (list of str) with ``--resume FILE`` / ``--resume=FILE`` left out."""
+    kept, skip = [], False
+    for word in words:
+        if skip or word.startswith("--resume="):
+            skip = False
+        elif word == "--resume":
+            skip = True
+        else:
+            kept.append(word)
+    return kept
 
 
 def training_progress(bar):

@@ -6,7 +6,7 @@ partial file); files of another run, or a projector.bin without a checkpoint, ar
 import logging
 import os
 
-from motion_matching.errors import MismatchedFiles, MotionMatchingError
+from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingError
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.inputs import checkpoint_mismatches, restore_checkpoint
 from motion_matching.projector.step import with_resolved_precision
@@ -19,30 +19,44 @@ def continue_earlier_run(run, *, resume=None, force=False):
     """Restore into ``run`` the checkpoint it continues from: ``resume``, else the one in its folder.
 
     Returns the checkpoint path restored (str) or None for a fresh run. Raises ``MismatchedFiles`` when
-    the folder holds another run's checkpoint or a projector.bin without one, unless ``force``.
+    the folder holds another run's checkpoint or a projector.bin without one, unless ``force``: that
+    replaces them, but a checkpoint this run can continue (the same settings and inputs) is continued
+    even then, so rerunning the last command line never throws the run's progress away.
     """
     if resume is not None:
         restore_checkpoint(run, resume)
         return os.fspath(resume)
-    if force:
-        return None
+    if force and os.path.exists(run.checkpoint_path):
+        problem = checkpoint_problem(run.checkpoint_path, run.config, run.inputs.hashes)
+        if problem is not None:
+            LOG.warning("%s: replacing it (--force): %s", run.checkpoint_path, problem)
+            return None
     if os.path.exists(run.checkpoint_path):
         try:
             restore_checkpoint(run, run.checkpoint_path)
         except MotionMatchingError as error:
-            fix = f"; pass {error.option}, or" if error.option else ";"
-            raise MismatchedFiles(run.checkpoint_path, f"is another run's: it {error.problem}{fix} {KEEP}") from None
+            raise _not_continued(run.checkpoint_path, error) from None
         if run.step > run.config.iterations:
             raise MismatchedFiles(run.checkpoint_path, f"holds a run of {run.step:,} iterations, more than "
                                                        f"--iterations {run.config.iterations:,}; {KEEP}")
         if run.step < run.config.iterations:
-            LOG.info("%s: continuing the run it holds at iteration %s (--force starts over)", run.checkpoint_path,
-                     f"{run.step:,}")
+            LOG.info("%s: continuing the run it holds at iteration %s (another --out starts a new run)",
+                     run.checkpoint_path, f"{run.step:,}")
         return run.checkpoint_path
-    if os.path.exists(run.network_path):
+    if os.path.exists(run.network_path) and not force:
         raise MismatchedFiles(run.network_path, f"is another run's (no {os.path.basename(run.checkpoint_path)} "
                                                 f"beside it to continue from); {KEEP}")
     return None
+
+
+def _not_continued(path, error):
+    """The refusal (a ``MotionMatchingError``) of the checkpoint at ``path`` in --out, which
+    ``restore_checkpoint`` refused with ``error``: another run's when its settings or inputs differ; when it
+    cannot be read, what it is (damaged, not a checkpoint), never "another run's"."""
+    if isinstance(error, MismatchedFiles):
+        fix = f"; pass {error.option}, or" if error.option else ";"
+        return MismatchedFiles(path, f"is another run's: it {error.problem}{fix} {KEEP}")
+    return InvalidFile(path, f"{error.problem}; {KEEP}")
 
 
 def checkpoint_problem(path, config, hashes):
@@ -57,7 +71,7 @@ def checkpoint_problem(path, config, hashes):
     except MotionMatchingError as error:
         return error.problem
     except (KeyError, TypeError, ValueError) as error:
-        return f"checkpoint lacks or garbles {error}"
+        return f"is a damaged checkpoint (it lacks or garbles {error})"
     if differences:
         return "it was trained with other " + ", ".join("--" + name.replace("_", "-") for name in differences)
     if changed:

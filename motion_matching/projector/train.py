@@ -279,7 +279,8 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     after every iteration (``step`` iterations done; benchmarks evaluate the module there). ``resume`` names a
     checkpoint to continue from (same inputs and numeric settings; ``iterations`` may grow); without it,
     the checkpoint in ``out_dir`` is continued, and files of another run there are refused unless ``force``
-    (which starts over). A finished run, rerun, trains nothing and rewrites nothing.
+    (which replaces them; this run's own checkpoint is continued even then). A finished run, rerun, trains
+    nothing and rewrites nothing.
     ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
     """
     check_folder_name(out_dir)
