@@ -11,11 +11,11 @@ from motion_matching.errors import MismatchedFiles
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.projector.recipes import RECIPES, recipe_config
-from motion_matching.projector.schedule import LearningRateSchedule, learning_rate
+from motion_matching.projector.schedule import LearningRateSchedule, learning_rate, schedule_note
 from motion_matching.projector.step import with_resolved_precision
-from motion_matching.projector.train import train_projector
+from motion_matching.projector.train import TrainingInterrupted, train_projector
 
-from train_helpers import small_config
+from train_helpers import build_balltree_cache, small_config
 
 
 def rates_of(config, steps):
@@ -119,3 +119,42 @@ def test_cli_refuses_an_unknown_recipe(tmp_path, small_files, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["train", "--recipe", "slow"])
     assert result.exit_code == 2 and "Invalid value for '--recipe': 'slow' is not one of" in result.output
+
+
+def test_a_recipe_shortened_into_its_warm_up_says_so_in_one_line():
+    assert schedule_note(recipe_config("fast", iterations=200)) == (
+        "--iterations 200 stops inside the 300-iteration warm-up: the learning rate ends at 0.004, below its peak "
+        "--lr 0.006, and never decays (a smaller --warmup fits a short run)")
+    for iterations in (300, 301):
+        assert schedule_note(recipe_config("fast", iterations=iterations)) == (
+            f"--iterations {iterations} ends at the peak learning rate 0.006, right after the 300-iteration "
+            "warm-up: no cosine decay is left (a smaller --warmup fits a short run)")
+    assert schedule_note(recipe_config("fast", iterations=302)) is None  # its last iteration is decayed
+    assert schedule_note(recipe_config("fast")) is None and schedule_note(recipe_config("toolkit")) is None
+
+
+def test_a_run_rereading_its_cache_says_so_first_then_its_warm_up_then_where_it_continues(tmp_path, small_files,
+                                                                                          caplog):
+    features_path, latent_path = small_files
+    cache_path = build_balltree_cache(tmp_path / "cache.h5", features_path, nqueries=400)
+    config = small_config(iterations=20, schedule="cosine", warmup=30, checkpoint_every=10)  # draws 640 rows
+
+    def run(**options):
+        return train_projector(config, features_path=features_path, latent_path=latent_path, out_dir=tmp_path / "run",
+                               offline_cache=cache_path, held_out_queries=0, **options)
+
+    def stop_at_10(report):
+        if report.step == 10:
+            raise KeyboardInterrupt
+    caplog.set_level("INFO", logger="motion_matching")
+    with pytest.raises(TrainingInterrupted):
+        run(progress=stop_at_10)
+    caplog.clear()
+    assert run().resumed_from == 10
+    assert [record.getMessage() for record in caplog.records][:3] == [
+        f"{cache_path} holds 400 queries and this run draws 640 (1.6 passes): rows are read more than once, after "
+        "the first pass in a shuffled chunk order", schedule_note(config),
+        f"{tmp_path / 'run' / 'projector_checkpoint.pt'}: continuing the run it holds at iteration 10 (another "
+        "--out starts a new run)"]
+    caplog.clear()
+    assert run().steps == 20 and not caplog.records  # finished: nothing to train, nothing to say

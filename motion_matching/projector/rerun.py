@@ -39,10 +39,7 @@ def continue_earlier_run(run, *, resume=None, force=False):
         if run.step > run.config.iterations:
             raise MismatchedFiles(run.checkpoint_path, f"holds a run of {run.step:,} iterations, more than "
                                                        f"--iterations {run.config.iterations:,}; {KEEP}")
-        if run.step < run.config.iterations:
-            LOG.info("%s: continuing the run it holds at iteration %s (another --out starts a new run)",
-                     run.checkpoint_path, f"{run.step:,}")
-        return run.checkpoint_path
+        return run.checkpoint_path  # train says where it continues, after the cache's line
     if os.path.exists(run.network_path) and not force:
         raise MismatchedFiles(run.network_path, f"is another run's (no {os.path.basename(run.checkpoint_path)} "
                                                 f"beside it to continue from); {KEEP}")

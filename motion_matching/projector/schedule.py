@@ -33,6 +33,22 @@ def learning_rate(config, step):
     return config.lr * warm * _decay_factor(config, step)
 
 
+def schedule_note(config):
+    """A line (str) saying the run's warm-up does not fit its ``iterations``, or None when it does: a run
+    (a recipe shortened with ``--iterations``, say) that stops inside its warm-up never reaches ``lr``,
+    and one that stops right after it ends at its peak rate with nothing left of the decay."""
+    if not config.warmup or config.iterations > config.warmup + 1:
+        return None
+    last = learning_rate(config, config.iterations - 1)
+    if config.iterations < config.warmup:
+        return (f"--iterations {config.iterations:,} stops inside the {config.warmup:,}-iteration warm-up: the "
+                f"learning rate ends at {last:.3g}, below its peak --lr {config.lr:g}, and never decays (a "
+                "smaller --warmup fits a short run)")
+    return (f"--iterations {config.iterations:,} ends at the peak learning rate {last:.3g}, right after the "
+            f"{config.warmup:,}-iteration warm-up: no {config.schedule} decay is left (a smaller --warmup fits a "
+            "short run)")
+
+
 class LearningRateSchedule:
     """Sets the optimiser's learning rate for each iteration; ``after_step(i)`` follows iteration ``i``.
 

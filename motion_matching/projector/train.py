@@ -24,6 +24,7 @@ from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.inputs import load_inputs, open_cache_reader
 from motion_matching.projector.model import module_to_network
+from motion_matching.projector.notes import log_run_notes
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
 from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.schedule import LearningRateSchedule
@@ -245,9 +246,6 @@ def _open_source(stack, run, config, *, offline_cache, preload):
         return source
     reader = stack.enter_context(open_cache_reader(offline_cache, config, run.inputs))
     run.source_name = "offline"
-    if config.iterations * config.batch_size > reader.nqueries:  # --exact-toolkit refused such a cache
-        LOG.info("%s holds %d queries and this run draws %d: after the first pass the cache's chunks are read "
-                 "again in a shuffled order", offline_cache, reader.nqueries, config.iterations * config.batch_size)
     source = OfflineBatches(reader, batch_size=config.batch_size, path=offline_cache, device=run.device,
                             preload=preload)
     stack.callback(source.close)  # before the reader closes: the read-ahead thread may be using it
@@ -290,9 +288,10 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
         stack.enter_context(torch_threads(resolved_threads(config)))
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard,
                    on_step=on_step)
-        continue_earlier_run(run, resume=resume, force=force)
+        continued = continue_earlier_run(run, resume=resume, force=force)
         run.resumed_from = run.step
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
+        log_run_notes(run, source, continued=continued if resume is None else None)
         source.seek(run.step)
         stack.callback(lambda: run.writer is not None and run.writer.close())
         with _deferred_interrupts(run):
