@@ -3,11 +3,15 @@ import json
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from motion_matching.cli import main
 from motion_matching.errors import MismatchedFiles
+from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
+from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.export import export_network
 from motion_matching.projector.model import network_to_module
@@ -170,3 +174,41 @@ def test_prediction_plots_have_a_title_axis_labels_and_a_legend():
             "nearest database frame (exact search: the target)", "projector output"]
     finally:
         plt.close(figure)
+
+
+def test_a_checkpoint_evaluated_on_other_files_than_its_training_warns_in_one_line(tmp_path, caplog):
+    (tmp_path / "trained").mkdir()
+    (tmp_path / "other").mkdir()
+    trained = write_small_toolkit_files(tmp_path / "trained", nframes=300, seed=1)
+    other = write_small_toolkit_files(tmp_path / "other", nframes=300, seed=2)
+    checkpoint = tmp_path / "run.pt"
+    save_checkpoint(checkpoint, model=random_projector(hidden=16).state_dict(), optimizer={}, scheduler={}, step=0,
+                    config={}, rng={}, inputs={"features": file_sha256(trained[0]), "latent": file_sha256(trained[1])})
+    caplog.set_level("INFO", logger="motion_matching")
+    evaluate.evaluate_files(checkpoint, *trained, tmp_path / "eval", nqueries=100, plots=False)
+    assert not caplog.records  # its own training files: nothing to say
+    evaluate.evaluate_files(checkpoint, other[0], trained[1], tmp_path / "eval", nqueries=100, plots=False)
+    assert caplog.messages == [f"{checkpoint}: was trained on another features.bin than {other[0]} (the SHA-256 it "
+                               "records differs): these numbers are for other data than its training's"]
+    caplog.clear()
+    evaluate.evaluate_files(checkpoint, *other, tmp_path / "eval", nqueries=100, plots=False)
+    assert caplog.messages == [f"{checkpoint}: was trained on another features.bin and latent.bin than {other[0]} "
+                               f"and {other[1]} (the SHA-256 it records differs): these numbers are for other data "
+                               "than its training's"]
+    caplog.clear()
+    network = tmp_path / "projector.bin"
+    export_network(checkpoint, network)  # a .bin records no inputs: nothing to compare, no warning
+    evaluate.evaluate_files(network, *other, tmp_path / "eval", nqueries=100, plots=False)
+    assert not caplog.records
+
+
+def test_evaluate_refuses_features_and_latent_of_different_frame_counts_in_one_line(tmp_path):
+    features_path, _ = write_small_toolkit_files(tmp_path, nframes=300)
+    (tmp_path / "other").mkdir()
+    _, latent_path = write_small_toolkit_files(tmp_path / "other", nframes=299)
+    result = CliRunner().invoke(main, ["evaluate", "--projector", str(TOOLKIT_NETWORKS / "projector.bin"),
+                                       "--features", str(features_path), "--latent", str(latent_path),
+                                       "--out", str(tmp_path / "eval")])
+    assert result.exit_code == 1
+    assert result.output == f"Error: {latent_path}: has 299 frames but {features_path} has 300\n"
+    assert not (tmp_path / "eval").exists()

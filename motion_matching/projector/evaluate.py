@@ -19,14 +19,16 @@ from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours.queries import HELD_OUT_SEED, RECIPE, generate_queries
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.projector import objective
+from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.export import load_projector
+from motion_matching.projector.defaults import EVALUATION_QUERIES
+from motion_matching.projector.export import is_checkpoint, load_projector
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
 
 _UNIT_WEIGHTS = TrainConfig(weight_features=1.0, weight_latent=1.0, weight_distance=1.0)
-DEFAULT_QUERIES = 10_000
+DEFAULT_QUERIES = EVALUATION_QUERIES
 MATCH_K = 5
 LEVEL_EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)  # bins of the noise level u of each query
 REPORT_NAME = "evaluation.json"
@@ -134,7 +136,8 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
 
     The loss terms use the training settings of the run: those a checkpoint holds, else ``config``
     (default: ``TrainConfig()``, the toolkit's), since a network .bin does not record them.
-    With ``plots`` also writes ``projector_X.png`` and ``projector_Z.png`` (needs matplotlib).
+    With ``plots`` also writes ``projector_X.png`` and ``projector_Z.png`` (needs matplotlib). A checkpoint
+    trained on other files than these (their SHA-256 differ from those it records) gets a one-line warning.
     Returns the report dict, with ``files`` (what was written) and the inputs' paths and SHA-256.
     """
     check_folder_name(out_dir)
@@ -147,19 +150,39 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     if module.sizes[0] != nfeatures or module.sizes[-1] != nfeatures + nlatent:
         raise MismatchedFiles(projector, f"maps {module.sizes[0]} -> {module.sizes[-1]} values but the data "
                                          f"need {nfeatures} -> {nfeatures} + {nlatent}")
+    digests = {"features": file_sha256(features_path), "latent": file_sha256(latent_path)}
+    note = other_inputs_note(projector, {"features": features_path, "latent": latent_path}, digests)
+    if note is not None:
+        LOG.warning("%s", note)
     report, arrays = evaluate_projector(module, features.features, latent, nqueries=nqueries, seed=seed,
                                         backend=backend, threads=threads, config=config)
     with output_folder(out_dir):
-        return _write_report(report, arrays, out_dir, plots=plots,
+        return _write_report(report, arrays, out_dir, plots=plots, digests=digests,
                              inputs=(("projector", projector), ("features", features_path), ("latent", latent_path)))
 
 
-def _write_report(report, arrays, out_dir, *, plots, inputs):
+def other_inputs_note(projector, paths, digests):
+    """A line (str) saying the checkpoint ``projector`` was trained on other files than ``paths`` ({"features":
+    path, "latent": path}) of SHA-256 ``digests``, or None: they are the ones it records, or it records none
+    (a network .bin, or a checkpoint written without them)."""
+    recorded = load_checkpoint(projector).get("inputs") if is_checkpoint(projector) else None
+    recorded = recorded if isinstance(recorded, dict) else {}
+    changed = [name for name, digest in digests.items() if recorded.get(name) not in (None, digest)]
+    if not changed:
+        return None
+    names = " and ".join(f"{name}.bin" for name in changed)
+    files = " and ".join(os.fspath(paths[name]) for name in changed)
+    return (f"{projector}: was trained on another {names} than {files} (the SHA-256 it records differs): "
+            "these numbers are for other data than its training's")
+
+
+def _write_report(report, arrays, out_dir, *, plots, inputs, digests):
     files = [os.path.join(out_dir, REPORT_NAME)]
     if plots:
         from motion_matching.projector.plots import plot_predictions
         files += plot_predictions(arrays, out_dir)
-    report["inputs"] = {name: {"path": os.fspath(path), "sha256": file_sha256(path)} for name, path in inputs}
+    report["inputs"] = {name: {"path": os.fspath(path), "sha256": digests.get(name) or file_sha256(path)}
+                        for name, path in inputs}
     report["files"] = [os.fspath(path) for path in files]
     with atomic_write(files[0], mode="w") as stream:
         json.dump(report, stream, indent=2)
