@@ -3,12 +3,15 @@
 Run again into the same folder, the demo reuses what fits (identical database files, the cache's rows,
 the training checkpoint) and refuses, before writing anything, files of another demo unless ``force``.
 """
+import contextlib
 import dataclasses
 import filecmp
+import functools
 import importlib.util
 import os
 import shutil
 import tempfile
+import time
 import typing
 
 from motion_matching.atomic import check_folder_name, output_folder
@@ -16,10 +19,11 @@ from motion_matching.cache import build_cache
 from motion_matching.data import generate
 from motion_matching.errors import MismatchedFiles
 from motion_matching.fingerprint import file_sha256
-from motion_matching.projector import evaluate, export, train
 from motion_matching.projector.recipes import recipe_config
-from motion_matching.projector.rerun import checkpoint_problem
 from motion_matching.toolkit import recipe as toolkit_recipe
+from motion_matching.toolkit.sniff import file_kind
+
+# training, export and evaluation load torch: they are imported when the demo runs, so that --help does not
 
 STEPS = ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
          "evaluate on held-out queries")
@@ -65,6 +69,8 @@ def _differing(out_dir, made_dir):
 
 def _refuse_other_demo(out_dir, made_dir, config):
     """Raise ``MismatchedFiles`` if ``out_dir`` holds files of another demo or a training run it cannot continue."""
+    from motion_matching.projector import train
+    from motion_matching.projector.rerun import checkpoint_problem
     differing = _differing(out_dir, made_dir)
     if differing:
         raise MismatchedFiles(os.path.join(out_dir, differing[0]), f"{', '.join(differing)} of another demo (other "
@@ -89,61 +95,114 @@ def _place_toolkit_files(out_dir, made_dir):
     return paths
 
 
-def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda step: None,
-             report=lambda step, paths: None, cache_progress=None, train_progress=None):
-    """Run every step into ``out_dir``: ``announce(step name)`` before each step, ``report(step name,
-    {label: path or list of paths})`` after it. Files of another demo there are replaced only with ``force``.
+class DemoResult(typing.NamedTuple):
+    """What ``run_demo`` did: ``evaluation`` (``evaluate.evaluate_files``'s report dict), ``trained`` (the
+    ``TrainResult``) and ``seconds`` (dict step name -> wall seconds of that step, float)."""
 
-    Returns the evaluation report dict (see ``evaluate.evaluate_files``).
-    """
-    check_folder_name(out_dir)
-    config = settings.train_config()
-    announce(STEPS[0])
+    evaluation: dict
+    trained: typing.Any
+    seconds: dict
+
+
+@contextlib.contextmanager
+def _step(name, *, announce, report, seconds):
+    """Announce step ``name``, time it, then report the paths (dict) that its ``with`` block put in the dict it gets."""
+    announce(name)
+    started, paths = time.monotonic(), {}
+    yield paths
+    seconds[name] = time.monotonic() - started
+    report(name, paths, seconds[name])
+
+
+def _make_toolkit_files(out_dir, settings, config, *, force):
+    """Generate the synthetic database files and place them in ``out_dir``; returns their paths (dict)."""
     with tempfile.TemporaryDirectory(prefix="mm-demo-") as made_dir:
         generate.generate_files(made_dir, seed=settings.database_seed, nframes=settings.frames)
         if not force:
             _refuse_other_demo(out_dir, made_dir, config)
         with output_folder(out_dir):
-            files = _place_toolkit_files(out_dir, made_dir)
-    report(STEPS[0], files)
-    announce(STEPS[1])
-    cache_path = os.path.join(out_dir, "projector_cache.h5")
-    build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
-                seed=settings.seed, threads=settings.threads, progress=cache_progress, force=force)
-    report(STEPS[1], {"cache": cache_path})
-    announce(STEPS[2])
-    trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],
-                                    database_path=files["database"], offline_cache=cache_path, out_dir=out_dir,
-                                    progress=train_progress, force=force)
-    report(STEPS[2], {"projector": trained.network_path, "checkpoint": trained.checkpoint_path})
-    announce(STEPS[3])
-    exported = {"projector (runtime .bin)": trained.network_path}
+            return _place_toolkit_files(out_dir, made_dir)
+
+
+def _export(checkpoint_path, network_path, out_dir):
+    """The export step: the runtime .bin (written by training) and, with the optional onnx extra, ONNX."""
+    from motion_matching.projector import export
+    exported = {"projector (runtime .bin)": network_path}
     if importlib.util.find_spec("onnx") is not None:  # an optional extra; the .bin is the runtime's file
         onnx_path = os.path.join(out_dir, "projector.onnx")
-        export.export_network(trained.checkpoint_path, onnx_path, format="onnx")
+        rerun = file_kind(onnx_path) == "an ONNX model"  # a rerun exports again; another kind of file stays
+        export.export_network(checkpoint_path, onnx_path, format="onnx", force=rerun)
         exported["projector (ONNX)"] = onnx_path
-    report(STEPS[3], exported)
-    announce(STEPS[4])
-    evaluation = evaluate.evaluate_files(trained.network_path, files["features"], files["latent"],
-                                         os.path.join(out_dir, "evaluation"), nqueries=settings.evaluation_queries,
-                                         threads=settings.threads)
-    written = evaluation["files"]
-    report(STEPS[4], {"report": written[0], "plots (PNG: truth, output and query per column)": written[1:]})
-    return evaluation
+    return exported
+
+
+def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda step: None,
+             report=lambda step, paths, seconds: None, cache_progress=None, train_progress=None):
+    """Run every step into ``out_dir``: ``announce(step name)`` before each step, ``report(step name,
+    {label: path or list of paths}, seconds)`` after it. Files of another demo there are replaced only with
+    ``force``. Returns a ``DemoResult``.
+    """
+    from motion_matching.projector import evaluate, train
+    check_folder_name(out_dir)
+    config, seconds = settings.train_config(), {}
+    step = functools.partial(_step, announce=announce, report=report, seconds=seconds)
+    with step(STEPS[0]) as paths:
+        files = _make_toolkit_files(out_dir, settings, config, force=force)
+        paths.update(files)
+    cache_path = os.path.join(out_dir, "projector_cache.h5")
+    with step(STEPS[1]) as paths:
+        build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
+                    seed=settings.seed, threads=settings.threads, progress=cache_progress, force=force)
+        paths["cache"] = cache_path
+    with step(STEPS[2]) as paths:
+        trained = train.train_projector(config, features_path=files["features"], latent_path=files["latent"],
+                                        database_path=files["database"], offline_cache=cache_path, out_dir=out_dir,
+                                        progress=train_progress, force=force)
+        paths.update(projector=trained.network_path, checkpoint=trained.checkpoint_path)
+    with step(STEPS[3]) as paths:
+        paths.update(_export(trained.checkpoint_path, trained.network_path, out_dir))
+    with step(STEPS[4]) as paths:
+        evaluation = evaluate.evaluate_files(trained.network_path, files["features"], files["latent"],
+                                             os.path.join(out_dir, "evaluation"),
+                                             nqueries=settings.evaluation_queries, threads=settings.threads)
+        paths.update({"report": evaluation["files"][0],
+                      "plots (PNG: truth, output and query per column)": evaluation["files"][1:]})
+    return DemoResult(evaluation, trained, seconds)
 
 
 # Measured by benchmarks/bench_quality.py on the default demo database (50,000 synthetic frames, database
 # seed 0), 10,000 held-out queries of seed 271828, as the demo's evaluation: see BENCHMARKS.md, "Training recipes".
 REFERENCE_SOURCE = "BENCHMARKS.md, bench_quality on the 50,000-frame synthetic database, 2-core CPU"
-REFERENCE = (  # (what ran, held-out top-1, held-out loss, training time on the 2-core machine)
-    ("toolkit recipe (batch 32, 500,000 iterations)", 0.3177, 0.5056, "35 min (1 thread, its fastest)"),
-    ("seed's recipe (batch 1,024, 50,000 iterations)", 0.3237, 0.4988, "30 min (2 threads)"),
-    ("fast recipe (batch 1,024, 15,625 iterations, bfloat16)", 0.3313, 0.4863, "4 min 46 s (2 threads)"),
+REFERENCE = (  # (recipe name, what ran, held-out top-1, held-out loss, training time on the 2-core machine)
+    ("toolkit", "toolkit recipe (batch 32, 500,000 iterations)", 0.3177, 0.5056, "34 min 42 s (1 thread, its fastest)"),
+    ("seed", "seed's recipe (batch 1,024, 50,000 iterations)", 0.3237, 0.4988, "30 min 19 s (2 threads)"),
+    ("fast", "fast recipe (batch 1,024, 15,625 iterations, bfloat16)", 0.3313, 0.4863, "4 min 46 s (2 threads)"),
 )
 
 
-def compare_with_reference(evaluation, settings):
-    """Lines (str) putting the demo's held-out top-1 and loss beside the recipes' measured results."""
+def describe_duration(seconds):
+    """``seconds`` (float) in words: ``"52 s"``, ``"2 min 21 s"``, ``"1 h 02 min"``."""
+    seconds = max(int(round(seconds)), 0)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds // 60 % 60:02d} min"
+
+
+def describe_training(trained, seconds):
+    """How long this run's training took (str), for ``trained`` (a ``TrainResult``) in ``seconds`` (float)."""
+    if trained.resumed_from >= trained.steps:
+        return f"no training (its {trained.steps:,} iterations were done by an earlier run)"
+    if trained.resumed_from:
+        return (f"{describe_duration(seconds)} for iterations {trained.resumed_from:,}-{trained.steps:,} "
+                "(an earlier run did the first ones)")
+    return f"{describe_duration(seconds)} of training"
+
+
+def compare_with_reference(result, settings):
+    """Lines (str) putting the demo's held-out top-1, loss and training time (``result``: a ``DemoResult``)
+    beside the recipes' measured results."""
     if not REFERENCE:
         return []
     default = DemoSettings()
@@ -151,8 +210,13 @@ def compare_with_reference(evaluation, settings):
                if getattr(settings, name) != getattr(default, name)]
     lines = [f"compared with the measured recipes ({REFERENCE_SOURCE}):"]
     lines += [f"   {what}: top-1 {top1:.1%}, held-out loss {loss:.4f}, {wall} of training"
-              for what, top1, loss, wall in REFERENCE]
+              for _, what, top1, loss, wall in REFERENCE]
+    walls = {recipe: wall for recipe, _, _, _, wall in REFERENCE}
+    reference = f" (the {settings.recipe} recipe's reference: {walls[settings.recipe]})" \
+        if settings.recipe in walls else ""
     note = f" (settings differ from the measured demo: {', '.join(differs)})" if differs else ""
+    evaluation, trained = result.evaluation, result.trained
     lines.append(f"   this run: top-1 {evaluation['match']['top1']:.1%}, held-out loss "
-                 f"{evaluation['losses']['loss']:.4f}{note}")
+                 f"{evaluation['losses']['loss']:.4f}, "
+                 f"{describe_training(trained, result.seconds.get(STEPS[2], 0.0))}{reference}{note}")
     return lines

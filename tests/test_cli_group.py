@@ -64,3 +64,31 @@ def test_the_toolkit_script_names_print_usage_errors_in_one_line():
                                 cwd=ROOT)
         assert result.returncode == group.USAGE_EXIT
         assert result.stderr.count("\n") == 1 and result.stderr.startswith("Error: No such option")
+
+
+HELP_WITHOUT_TORCH = """
+import sys
+from click.testing import CliRunner
+from motion_matching.cli import main
+for name in ("train", "export", "evaluate", "demo"):
+    result = CliRunner().invoke(main, [name, "--help"])
+    assert result.exit_code == 0, (name, result.output)
+    command = main.get_command(None, name)
+    missing = [option for parameter in command.params for option in parameter.opts + parameter.secondary_opts
+               if option.startswith("-") and option not in result.output]
+    assert not missing and command.params, (name, missing)
+sys.argv = ["train_projector.py", "--help"]
+import runpy
+try:
+    runpy.run_path("train_projector.py", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code == 0
+print(sorted(name for name in ("torch", "motion_matching.projector.train") if name in sys.modules))
+"""
+
+
+def test_help_of_the_training_commands_answers_without_importing_torch():
+    result = subprocess.run([sys.executable, "-c", HELP_WITHOUT_TORCH], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "--offline" in result.stdout and "--recipe" in result.stdout  # train_projector.py's own help
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -22,11 +22,15 @@ def modification_times(folder):
             if os.path.isfile(folder / name)}
 
 
-def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):
+def test_demo_runs_every_step_and_writes_loadable_files(tmp_path, monkeypatch):
+    from motion_matching import machine
+    monkeypatch.setattr(machine, "load_average", lambda: 7.5)  # a busy machine: the demo says so
     out = tmp_path / "demo"
     result = demo(out)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
+    note = machine.busy_note(load=7.5)
+    assert lines[0] == note and lines[-1] == f"   {note} (at the start of this run)"
     headings = [index for index, line in enumerate(lines) if line.startswith("== ")]
     assert [lines[index] for index in headings] == [f"== {step}" for step in STEPS]
     assert lines[headings[0] + 1] == f"   database: {out / 'database.bin'}"  # the step's files follow its heading
@@ -41,22 +45,48 @@ def test_demo_runs_every_step_and_writes_loadable_files(tmp_path):
     assert f"{out / 'projector.bin'}" in result.output
     assert "compared with the measured recipes (BENCHMARKS.md, bench_quality on the 50,000-frame" in result.output
     from motion_matching.demo import REFERENCE
-    what, top1, loss, _ = REFERENCE[0]
+    _, what, top1, loss, wall = REFERENCE[0]
     assert what.startswith("toolkit recipe")
     assert f"   {what}: top-1 {top1:.1%}, held-out loss {loss:.4f}" in result.output
+    took = [line for line in lines if line.startswith("   took ")]
+    assert len(took) == len(STEPS)  # each step says how long it took, after its files
+    this_run = [line for line in lines if line.startswith("   this run: ")]
+    assert len(this_run) == 1 and " of training (the toolkit recipe's reference: " + wall + ")" in this_run[0]
 
 
-def test_demo_ends_comparing_its_result_with_the_measured_recipes(monkeypatch):
+def demo_result(*, steps=15_625, resumed_from=0, seconds=141.2):
     from motion_matching import demo
-    monkeypatch.setattr(demo, "REFERENCE", (("toolkit recipe", 0.25, 0.5, "1 h"), ("fast recipe", 0.3, 0.45, "9 min")))
+    from motion_matching.projector.train import TrainResult
+    trained = TrainResult("projector.bin", "projector_checkpoint.pt", steps=steps, final_loss=0.5, held_out={},
+                          seconds=seconds, source="offline", resumed_from=resumed_from)
     evaluation = {"match": {"top1": 0.2}, "losses": {"loss": 0.6}}
-    lines = demo.compare_with_reference(evaluation, demo.DemoSettings())
+    return demo.DemoResult(evaluation, trained, {step: 1.0 for step in demo.STEPS} | {demo.STEPS[2]: seconds})
+
+
+def test_demo_ends_comparing_its_result_and_training_time_with_the_measured_recipes(monkeypatch):
+    from motion_matching import demo
+    monkeypatch.setattr(demo, "REFERENCE", (("toolkit", "toolkit recipe", 0.25, 0.5, "1 h"),
+                                            ("fast", "fast recipe", 0.3, 0.45, "9 min")))
+    lines = demo.compare_with_reference(demo_result(), demo.DemoSettings())
     assert lines == [f"compared with the measured recipes ({demo.REFERENCE_SOURCE}):",
                      "   toolkit recipe: top-1 25.0%, held-out loss 0.5000, 1 h of training",
                      "   fast recipe: top-1 30.0%, held-out loss 0.4500, 9 min of training",
-                     "   this run: top-1 20.0%, held-out loss 0.6000"]
-    smaller = demo.compare_with_reference(evaluation, demo.DemoSettings(frames=2000, iterations=40))
-    assert smaller[-1].endswith("(settings differ from the measured demo: frames, iterations)")
+                     "   this run: top-1 20.0%, held-out loss 0.6000, 2 min 21 s of training (the fast recipe's "
+                     "reference: 9 min)"]
+    smaller = demo.compare_with_reference(demo_result(steps=40, seconds=3.4),
+                                          demo.DemoSettings(frames=2000, iterations=40))
+    assert smaller[-1].endswith(", 3 s of training (the fast recipe's reference: 9 min) (settings differ from the "
+                                "measured demo: frames, iterations)")
+    resumed = demo.compare_with_reference(demo_result(steps=30, resumed_from=20, seconds=2.0), demo.DemoSettings())
+    assert ", 2 s for iterations 20-30 (an earlier run did the first ones)" in resumed[-1]
+    reused = demo.compare_with_reference(demo_result(steps=30, resumed_from=30), demo.DemoSettings())
+    assert ", no training (its 30 iterations were done by an earlier run)" in reused[-1]
+
+
+def test_durations_read_as_minutes_and_seconds():
+    from motion_matching.demo import describe_duration
+    assert [describe_duration(seconds) for seconds in (0.4, 52.2, 141.4, 286.2, 2082.0, 3725.0)] == \
+        ["0 s", "52 s", "2 min 21 s", "4 min 46 s", "34 min 42 s", "1 h 02 min"]
 
 
 def test_a_rerun_reuses_what_fits_and_refuses_another_demo_before_writing(tmp_path, caplog):

@@ -3,13 +3,13 @@ import sys
 
 import click
 
-from motion_matching.cache.build import BuildInterrupted
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.paths import OUTPUT_FOLDER
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.cli.train import training_progress
-from motion_matching.demo import DemoSettings, compare_with_reference, run_demo
+from motion_matching.demo import DemoSettings, compare_with_reference, describe_duration, run_demo
+from motion_matching.machine import busy_note
 from motion_matching.projector.recipes import RECIPES
-from motion_matching.projector.train import TrainingInterrupted
 
 _DEFAULTS = DemoSettings()
 
@@ -21,7 +21,7 @@ def _print_paths(paths):
 
 
 @main.command("demo", short_help=summary("demo"))
-@click.option("--out", default="demo", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
+@click.option("--out", default="demo", show_default=True, type=OUTPUT_FOLDER, metavar="FOLDER",
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")
@@ -48,21 +48,32 @@ def demo(out, frames, recipe, iterations, batch_size, threads, force):
     def announce(step):
         click.echo(f"== {step}")
 
-    def report(step, paths):
+    def report(step, paths, seconds):
         cache_bar.close()
         train_bar.close()
         _print_paths(paths)
+        click.echo(f"   took {describe_duration(seconds)}")
 
+    busy = busy_note()  # measured before the demo loads the cores itself
+    if busy:
+        click.echo(busy)
     try:
-        evaluation = run_demo(out, settings, force=force, announce=announce, report=report,
-                              cache_progress=cache_bar, train_progress=training_progress(train_bar))
-    except (BuildInterrupted, TrainingInterrupted):
+        result = run_demo(out, settings, force=force, announce=announce, report=report,
+                          cache_progress=cache_bar, train_progress=training_progress(train_bar))
+    except KeyboardInterrupt:  # every file is written atomically, at any moment of any step
         cache_bar.close()
         train_bar.close()
         click.echo(f"interrupted; the files in {out} are complete: run the same command again to continue", err=True)
         sys.exit(INTERRUPTED_EXIT)
+    _print_result(result, settings, busy)
+
+
+def _print_result(result, settings, busy):
+    evaluation = result.evaluation
     losses = ", ".join(f"{name} {value:.4f}" for name, value in evaluation["losses"].items())
     click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}, "
                f"top-5 {evaluation['match']['top5']:.1%}")
-    for line in compare_with_reference(evaluation, settings):
+    for line in compare_with_reference(result, settings):
         click.echo(line)
+    if busy:
+        click.echo(f"   {busy} (at the start of this run)")

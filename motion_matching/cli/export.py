@@ -2,31 +2,33 @@
 import click
 
 from motion_matching.cli.group import SEED, main, reports_errors, summary
+from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FILE, OUTPUT_FOLDER
 from motion_matching.neighbours.queries import HELD_OUT_SEED
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
-from motion_matching.projector.evaluate import DEFAULT_QUERIES, evaluate_files
-from motion_matching.projector.export import EXPORT_FORMATS, export_network
+from motion_matching.projector.defaults import EVALUATION_QUERIES, EXPORT_FORMATS
 from motion_matching.toolkit import recipe
 
-_FILE = click.Path(exists=True, dir_okay=False)
+_FILE = INPUT_FILE
 
 
 @main.command(short_help=summary("export"))
 @click.argument("source", type=_FILE)
-@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--out", required=True, type=OUTPUT_FILE, metavar="FILE",
               help="File to write (.bin or .onnx).")
 @click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS), default=None,
               help="bin: the runtime's network layout; onnx: an ONNX graph with the normalisation inside "
                    "[default: from the extension of --out, .onnx or .bin; bin for others].")
 @click.option("--split", is_flag=True,
               help="ONNX only: name two outputs, 'features' (the input's width) and 'latent', not one 'output'.")
+@click.option("--force", is_flag=True, help="Replace an existing FILE (never SOURCE itself).")
 @reports_errors
-def export(source, out, format_, split):
+def export(source, out, format_, split, force):
     """Export SOURCE (a training checkpoint or a network .bin) for the runtime or for ONNX.
 
     Example: mm-projector export runs/projector.pt --out projector.bin
     """
-    result = export_network(source, out, format=format_, split=split)
+    from motion_matching.projector.export import export_network  # torch: loaded when run, not for --help
+    result = export_network(source, out, format=format_, split=split, force=force)
     sizes = " -> ".join(str(size) for size in result["sizes"])
     click.echo(f"wrote {out}: {result['format']}, {sizes}, {result['bytes']} bytes, "
                f"outputs {', '.join(result['outputs'])}")
@@ -36,9 +38,9 @@ def export(source, out, format_, split):
 @click.option("--projector", required=True, type=_FILE, help="Checkpoint or network .bin to evaluate.")
 @click.option("--features", default="features.bin", show_default=True, type=_FILE, help="features.bin of the database.")
 @click.option("--latent", default="latent.bin", show_default=True, type=_FILE, help="latent.bin of the database.")
-@click.option("--out", required=True, type=click.Path(file_okay=False), metavar="FOLDER",
+@click.option("--out", required=True, type=OUTPUT_FOLDER, metavar="FOLDER",
               help="Folder for evaluation.json and the plots.")
-@click.option("--queries", default=DEFAULT_QUERIES, show_default=True, type=click.IntRange(min=1),
+@click.option("--queries", default=EVALUATION_QUERIES, show_default=True, type=click.IntRange(min=1),
               help="Held-out queries.")
 @click.option("--seed", default=HELD_OUT_SEED, show_default=True, type=SEED,
               help=f"Seed of the held-out query stream (training uses {recipe.SEED}).")
@@ -53,6 +55,7 @@ def evaluate(projector, features, latent, out, queries, seed, backend, threads, 
     Example: mm-projector evaluate --projector projector.bin --features features.bin
     --latent latent.bin --out eval/
     """
+    from motion_matching.projector.evaluate import evaluate_files  # torch: loaded when run, not for --help
     report = evaluate_files(projector, features, latent, out, nqueries=queries, seed=seed, backend=backend,
                             threads=threads, plots=plots)
     click.echo(format_report(report))

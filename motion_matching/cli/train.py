@@ -8,12 +8,13 @@ import sys
 import click
 
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FOLDER
 from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.defaults import HELD_OUT_QUERIES
 from motion_matching.projector.recipes import RECIPES, recipe_config, recipe_settings
 
-FILE = click.Path(dir_okay=False)
+FILE = INPUT_FILE
 
 
 def _config_option(field):
@@ -37,7 +38,7 @@ PATH_OPTIONS = [
                  help="The toolkit's latent.bin."),
     click.option("--database", "database_path", type=FILE, default="database.bin", show_default=True,
                  help="The toolkit's database.bin, read for its frame count and clips ('' to skip)."),
-    click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="FOLDER", default=".",
+    click.option("--out", "out_dir", type=OUTPUT_FOLDER, metavar="FOLDER", default=".",
                  show_default=True, help="Folder for projector.bin, projector_checkpoint.pt and the plots."),
     click.option("--offline", "offline_cache", type=FILE, default=None,
                  help="Train from this exact-neighbour cache (build-cache) instead of BallTree searches."),
@@ -48,7 +49,7 @@ PATH_OPTIONS = [
                  help="Replace the projector.bin and checkpoint of another run (other settings or inputs) "
                       "found in --out; this run's own checkpoint is continued."),
     click.option("--plots", is_flag=True, help="Write projector_X.png and projector_Z.png with each projector.bin."),
-    click.option("--tensorboard", type=click.Path(file_okay=False), default=None,
+    click.option("--tensorboard", type=OUTPUT_FOLDER, default=None,
                  help="Write TensorBoard loss curves into this folder."),
     click.option("--held-out", "held_out_queries", type=click.IntRange(min=0), default=HELD_OUT_QUERIES,
                  show_default=True, help="Fresh queries for the final held-out loss (0: skip)."),

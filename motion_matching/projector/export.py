@@ -6,15 +6,18 @@ layers with weights stored (in, out); ``formats.save_network`` writes exactly th
 import logging
 import os
 
-from motion_matching.errors import InvalidFile, MissingFile
+from motion_matching.errors import InvalidFile, MissingFile, OverwriteRefused
 from motion_matching.projector.checkpoint import load_checkpoint
+from motion_matching.projector.defaults import EXPORT_FORMATS
 from motion_matching.projector.model import module_from_state_dict, module_to_network, network_to_module
 from motion_matching.toolkit import formats
+from motion_matching.toolkit.overwrite import same_file
+from motion_matching.toolkit.sniff import file_kind
 
 LOG = logging.getLogger(__name__)
 
-EXPORT_FORMATS = ("bin", "onnx")
 EXTENSIONS = {".bin": "bin", ".onnx": "onnx"}
+CHECKPOINT_EXTENSIONS = (".pt", ".pth")  # export never writes a checkpoint, nor a .bin under its name
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; a network .bin starts with a u32 count
 
 
@@ -56,22 +59,39 @@ def output_format(out, format=None):
     """
     if format is not None and format not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
-    named = EXTENSIONS.get(os.path.splitext(os.fspath(out))[1].lower())
+    extension = os.path.splitext(os.fspath(out))[1].lower()
+    if extension in CHECKPOINT_EXTENSIONS:
+        raise InvalidFile(out, f"export writes a network .bin or ONNX, not a checkpoint; name the file *.bin or "
+                               f"*.onnx, not *{extension}")
+    named = EXTENSIONS.get(extension)
     if format is not None and named is not None and named != format:
         raise InvalidFile(out, f"its extension names the {named} format but --format {format} was given; "
                                f"drop --format or name the file *.{format}")
     return format or named or "bin"
 
 
-def export_network(source, out, *, format=None, split=False):
+def check_out(source, out, *, force=False):
+    """Raise ``OverwriteRefused`` if ``out`` is ``source`` itself (never replaced) or, without ``force``, any
+    existing file: export keeps no record of what it wrote, so it replaces nothing unasked."""
+    if same_file(source, out):
+        raise OverwriteRefused(out, "is the source of this export; export never writes over it (choose another "
+                                    "--out)")
+    if os.path.isfile(out) and not force:
+        kind = file_kind(out)
+        raise OverwriteRefused(out, f"exists and is {kind}" if kind else "exists", option="--force to replace it")
+
+
+def export_network(source, out, *, format=None, split=False, force=False):
     """Write the network held by ``source`` (checkpoint or .bin) to ``out`` as ``format`` ("bin" or "onnx";
     default: the one ``out``'s extension names, else "bin").
 
     ``split`` (ONNX only) names two outputs, ``features`` (first ``sizes[0]`` columns) and ``latent``
     (the rest), instead of one ``output``. Returns a dict: ``format``, ``sizes`` (layer widths),
-    ``bytes`` (size of ``out``) and ``outputs`` (output names; "output" for .bin).
+    ``bytes`` (size of ``out``) and ``outputs`` (output names; "output" for .bin). An existing ``out`` is
+    replaced only with ``force``, and never when it is ``source`` (``OverwriteRefused``).
     """
     format = output_format(out, format)
+    check_out(source, out, force=force)
     module = load_projector_module(source)
     if format == "bin":
         formats.save_network(out, module_to_network(module))

@@ -12,9 +12,8 @@ from motion_matching.errors import InvalidFile
 from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.config import TrainConfig
+from motion_matching.projector.defaults import HELD_OUT_QUERIES
 from motion_matching.projector.model import NormalisedMLP, projector_sizes
-
-HELD_OUT_QUERIES = 4096
 
 
 class LossTerms(typing.NamedTuple):

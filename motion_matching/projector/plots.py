@@ -35,7 +35,7 @@ LABELS = {"gnd": "nearest database frame (exact search: the target)", "til": "pr
           "hat": "noisy query (the input)"}
 TITLES = {"feature": "Projected matching features: the output should sit on the nearest frame's",
           "latent": "Projected latent: the output should sit on the nearest frame's"}
-_TITLE_HEIGHT = 1.0  # inches above the panels for the title and the legend
+_TITLE_HEIGHT = 1.0  # inches above the panels: the title's line, then the legend's below it
 
 
 def prediction_figure(plt, series, names, *, column_name, xlabel, shared_range=None):
@@ -52,9 +52,10 @@ def prediction_figure(plt, series, names, *, column_name, xlabel, shared_range=N
             axis.set_ylim(*shared_range)
         axis.set_ylabel(f"{column_name} {column}", rotation=0, ha="right", va="center")
     axes[-1, 0].set_xlabel(xlabel)
-    figure.suptitle(TITLES[column_name])
+    # placed in inches from the top, so that the legend sits below the title at any figure height
+    figure.suptitle(TITLES[column_name], y=1.0 - 0.08 / height, va="top")
     figure.legend(*axes[0, 0].get_legend_handles_labels(), loc="upper center", ncol=len(names),
-                  bbox_to_anchor=(0.5, 1.0 - 0.45 / height))
+                  bbox_to_anchor=(0.5, 1.0 - 0.4 / height))
     # tight_layout doubles the time of a 32-panel figure; fixed margins read as well
     figure.subplots_adjust(left=0.1, right=0.99, top=1.0 - 0.9 / height, bottom=0.5 / height, hspace=0.15)
     return figure

@@ -1,0 +1,30 @@
+"""What the machine offers this process right now: its cores, and whether other processes are using them."""
+import os
+
+
+def available_cores():
+    """CPU cores this process may run on (int): its affinity where the system has one, else every core."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def load_average():
+    """The 1-minute load average (float), or None where the system has none (Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_note(*, load=None, cores=None):
+    """One line (str) saying that other processes are using the cores, or None on a machine at rest.
+
+    Busy means a 1-minute load average (``load``, default the system's) of at least half the cores this
+    process may use (``cores``, default ``available_cores()``) and at least 1: timed work will then run
+    longer than on an idle machine. None also where the load average is unknown.
+    """
+    load = load_average() if load is None else load
+    cores = available_cores() if cores is None else cores
+    if load is None or load < max(1.0, cores / 2):
+        return None
+    return (f"note: other processes are using the cores (load average {load:.1f}, {cores} core"
+            f"{'' if cores == 1 else 's'} for this process): times will be longer than on an idle machine")
