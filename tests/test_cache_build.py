@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 
+import h5py
 import numpy as np
 import pytest
 
@@ -281,3 +282,54 @@ def test_numpy_cell_search_workers_run_beside_the_query_thread_without_forking(f
     expected = build(features_path, features_path.parent / "flat.h5", nqueries=8192, chunk_rows=4096)
     with cache.open_cache(expected.path, features_path=features_path) as reader:
         assert np.array_equal(nearest, reader.read(0, 8192)[1])
+
+
+def test_an_interrupted_build_of_other_queries_keeps_its_rows_and_says_so(reference, features_path, caplog):
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, nqueries=2 * NQUERIES, stop_after=2)  # 2 chunks of a 40,000-query build
+    caplog.set_level("INFO", logger="motion_matching")
+    result = build(features_path, out)  # the query stream depends on the seed only: those rows are ours
+    assert (result.status, result.resumed_from, result.rows_written) == ("built", 2 * CHUNK, NQUERIES - 2 * CHUNK)
+    assert (f"{out}.partial: its interrupted build of other arguments searched 16,384 rows of the same query "
+            "stream: the first 16,384 of them kept for this build of 20,000") in caplog.text
+    assert "starting over" not in caplog.text and not os.path.exists(f"{out}.partial.new")
+    assert_same_contents(out, reference[1])
+
+
+def test_a_smaller_request_over_an_interrupted_build_keeps_the_rows_it_needs(reference, features_path):
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, stop_after=1)
+    result = build(features_path, out, nqueries=5_000)
+    assert (result.status, result.resumed_from, result.rows_written) == ("built", 5_000, 0)
+    with h5py.File(out, "r") as small, h5py.File(reference[1], "r") as whole:
+        assert small.attrs["nqueries"] == 5_000 and small.attrs["completed"] == 5_000
+        assert np.array_equal(small["queries"][:], whole["queries"][:5_000])
+        assert np.array_equal(small["nearest"][:], whole["nearest"][:5_000])
+
+
+def test_kept_rows_that_fill_no_chunk_of_the_new_build_start_over_and_say_so(reference, features_path, caplog):
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, chunk_rows=CHUNK // 2, stop_after=1)
+    caplog.set_level("INFO", logger="motion_matching")
+    assert build(features_path, out).resumed_from == 0
+    assert f"{out}.partial: starting over: it was started with other arguments (chunk_rows differ)" in caplog.text
+    assert_same_contents(out, reference[1])
+
+
+def test_force_resumes_its_own_interrupted_build_and_leaves_its_finished_cache_alone(reference, features_path):
+    out = features_path.parent / "cache.h5"
+    build(features_path, out, stop_after=1)
+    forced = build(features_path, out, force=True)  # the same arguments: its own build, not another one
+    assert (forced.status, forced.resumed_from, forced.rows_written) == ("built", CHUNK, NQUERIES - CHUNK)
+    assert_same_contents(out, reference[1])
+    before = (digest(out), os.stat(out).st_mtime_ns)
+    assert build(features_path, out, force=True).status == "up-to-date"
+    assert (digest(out), os.stat(out).st_mtime_ns) == before
+
+
+def test_setup_says_what_it_does_before_the_first_chunk(features_path, caplog):
+    caplog.set_level("INFO", logger="motion_matching")
+    said = []
+    build(features_path, features_path.parent / "cache.h5",
+          progress=lambda done, total: said.append([record.getMessage() for record in caplog.records]))
+    assert said[0] == [f"reading {features_path}", f"building the {BACKEND} search over 2,000 frames"]

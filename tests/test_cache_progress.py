@@ -64,3 +64,35 @@ def test_quiet_bar_and_first_call_show_nothing_odd():
     ProgressBar(stream=stream).close()
     assert stream.getvalue() == ""
     assert ProgressBar(stream=stream, clock=Clock()).line(0, 8) == "  0%|          | 0/8 [00:00<?, ? queries/s]"
+
+
+def test_build_caches_final_rate_is_its_bars_rate_setup_left_out(tmp_path, monkeypatch):
+    import types
+
+    from motion_matching.cache import build as build_module
+    from motion_matching.cli.cache import describe_build
+
+    from cache_fixtures import build
+    from conftest import write_small_toolkit_files
+
+    features_path, _ = write_small_toolkit_files(tmp_path)
+    out = tmp_path / "cache.h5"
+    build(features_path, out, stop_after=1)  # resumed below: the rows found there count in neither
+    clock = Clock()
+    real_searcher = build_module.make_searcher
+
+    def slow_setup(*arguments, **options):  # 10 s of setup, then 2 s per chunk searched
+        clock.now += 10
+        searcher = real_searcher(*arguments, **options)
+
+        def nearest(*rows):
+            clock.now += 2
+            return searcher.nearest(*rows)
+        return types.SimpleNamespace(nearest=nearest)
+    monkeypatch.setattr(build_module, "make_searcher", slow_setup)
+    monkeypatch.setattr(build_module, "time", types.SimpleNamespace(monotonic=clock))
+    stream = io.StringIO()
+    result = build(features_path, out, progress=ProgressBar(unit="queries", stream=stream, clock=clock))
+    assert (result.rows_written, result.search_seconds, result.seconds) == (11_808, 4.0, 14.0)
+    assert stream.getvalue().splitlines()[-1].endswith("20000/20000 [00:04<00:00, 2952.00 queries/s]")
+    assert describe_build(result).endswith("; 11,808 searched in 4.0 s (2,952 queries/s), 14.0 s in all")

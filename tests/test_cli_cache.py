@@ -42,7 +42,8 @@ def test_build_prints_one_line_and_draws_progress_on_stderr(tmp_path, reference)
     out = tmp_path / "cache.h5"
     result = run(*build_arguments(features_path, out))
     assert result.exit_code == 0, result.output
-    assert re.fullmatch(f"wrote {out}: 20,000 queries; 20,000 searched in [0-9.]+ s \\([0-9,]+ queries/s\\)\n",
+    assert re.fullmatch(f"wrote {out}: 20,000 queries; 20,000 searched in [0-9.]+ s \\([0-9,]+ queries/s\\), "
+                        "[0-9.]+ s in all\n",
                         result.stdout)
     assert re.fullmatch(r"build-cache:   0%.*\n"
                         r"build-cache: 100%\|#+\| 20000/20000 \[\d\d:\d\d<00:00, +[\d.]+ queries/s\]\n", result.stderr)
@@ -146,7 +147,8 @@ def test_refusal_line_quotes_paths_with_spaces_so_the_command_pastes_into_a_shel
     out.write_bytes(b"not a cache")
     result = run(*build_arguments(features_path, out))
     assert result.exit_code == 1
-    assert result.output == (f"Error: {out}: not an HDF5 file; not replaced without --force; run: mm-projector "
+    assert result.output == (f"Error: {out}: is a text file, not a projector cache (HDF5); not replaced without "
+                             "--force; run: mm-projector "
                              f"build-cache --features '{features_path}' --out '{out}' --queries {NQUERIES} "
                              f"--seed {SEED} --force\n")
 

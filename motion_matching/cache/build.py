@@ -34,9 +34,10 @@ from motion_matching.cache.format import (
     open_validated,
     read_attributes,
 )
-from motion_matching.cache.grow import copy_prefix, same_stream
+from motion_matching.cache.grow import copy_prefix, keeps_rows_of, same_stream
 from motion_matching.cache.lock import exclusive_lock
 from motion_matching.cache.rows import chunk_rows_for, rows_for
+from motion_matching.cache.targets import check_out
 from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache, WriteFailed
 from motion_matching.neighbours.search import DEFAULT_BACKEND, check_backend, make_searcher
 from motion_matching.toolkit import formats, recipe
@@ -60,6 +61,7 @@ class BuildResult:
     resumed_from: int = 0   # rows found in the partial file when this call started
     rows_written: int = 0   # rows searched and written by this call
     seconds: float = 0.0    # wall time of this call
+    search_seconds: float = 0.0  # from the first progress call to the last chunk: the bar's seconds
 
 
 class BuildInterrupted(KeyboardInterrupt):
@@ -185,16 +187,57 @@ def _open_partial(partial, wanted, features, *, grow_from=None):
             LOG.info("%s: resuming an interrupted build at row %s of %s", partial, f"{completed:,}",
                      f"{wanted['nqueries']:,}")
             return h5py.File(partial, "r+"), completed
+        held = _kept_rows(partial, wanted, features)
+        if held:
+            return _restart_keeping(partial, wanted, features, held)
         LOG.warning("%s: starting over: %s", partial, problem)
         os.remove(partial)
     handle = _create(partial, wanted, features)
     if grow_from is None:
         return handle, 0
     try:
-        return handle, copy_prefix(grow_from, handle, wanted)
+        copied = copy_prefix(grow_from, handle, wanted)
     except BaseException:
         handle.close()
         raise
+    LOG.info("%s: growing it to %s queries: its first %s rows kept, the rest searched", grow_from,
+             f"{wanted['nqueries']:,}", f"{copied:,}")
+    return handle, copied
+
+
+def _kept_rows(partial, wanted, features):
+    """Completed rows (int) of the interrupted build at ``partial``, of other ``--queries`` or ``--chunk-rows``,
+    that are rows of the build ``wanted`` (the same stream, its last chunk intact), or 0."""
+    try:
+        with h5py.File(partial, "r") as handle:
+            attributes = read_attributes(handle, Refusal(partial))
+    except (*H5PY_ERRORS, CorruptCache):
+        return 0
+    if not keeps_rows_of(attributes, wanted):
+        return 0
+    own = dict(wanted, nqueries=attributes["nqueries"], chunk_rows=attributes["chunk_rows"])
+    problem, completed = _resume_problem(partial, own, features)
+    whole = completed if completed >= wanted["nqueries"] else completed // wanted["chunk_rows"] * wanted["chunk_rows"]
+    return 0 if problem or not whole else completed  # rows that fill no whole chunk: nothing to keep
+
+
+def _restart_keeping(partial, wanted, features, held):
+    """Replace ``partial`` by a new partial file of ``wanted`` holding its first ``held`` rows (whole chunks);
+    returns ``(handle, rows kept)``. The old file stays until the new one is complete, so a kill loses nothing."""
+    fresh = partial + ".new"
+    handle = _create(fresh, wanted, features)
+    try:
+        copied = copy_prefix(partial, handle, wanted, held=held)
+    except BaseException:
+        _close_quietly(handle)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(fresh)
+        raise
+    handle.close()
+    os.replace(fresh, partial)
+    LOG.info("%s: its interrupted build of other arguments searched %s rows of the same query stream: the first "
+             "%s of them kept for this build of %s", partial, f"{held:,}", f"{copied:,}", f"{wanted['nqueries']:,}")
+    return h5py.File(partial, "r+"), copied
 
 
 def _commit(handle, first, queries, nearest):
@@ -283,10 +326,12 @@ def _check_space(partial, wanted):
 
 
 def _write_partial(partial, features, searcher, wanted, *, progress, stop_after, grow_from=None):
-    """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming)``."""
+    """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming, seconds from
+    the first progress call to the end of the search)``."""
     _check_space(partial, wanted)
     handle, resumed = _open_partial(partial, wanted, features, grow_from=grow_from)
     try:
+        searching = time.monotonic()
         if progress is not None:
             progress(resumed, wanted["nqueries"])
         completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
@@ -298,7 +343,7 @@ def _write_partial(partial, features, searcher, wanted, *, progress, stop_after,
         _close_quietly(handle)
         raise
     handle.close()
-    return completed, resumed
+    return completed, resumed, time.monotonic() - searching
 
 
 def _held_queries(out):
@@ -340,7 +385,9 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         raise MissingFile(out, f"its folder {folder} does not exist")
+    check_out(out, features_path=features_path)  # before the lock: not even a .lock beside a user's file
     check_backend(backend, device=device)  # before anything is read: a bad option is refused at once
+    LOG.info("reading %s", features_path)  # setup takes seconds on a large database: say what it is doing
     features = formats.load_features(features_path).features
     if features.shape[0] >= 2 ** 31:
         raise InvalidFile(features_path, f"{features.shape[0]} frames do not fit the cache's int32 indices")
@@ -354,10 +401,12 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
         state = _existing_state(out, features_path, wanted, force=force, toolkit_command=command)
         if state == "current":
             return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
+        LOG.info("building the %s search over %s frames", backend, f"{features.shape[0]:,}")
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
         try:
-            completed, resumed = _write_partial(partial, features, searcher, wanted, progress=progress,
-                                                stop_after=stop_after, grow_from=out if state == "smaller" else None)
+            completed, resumed, searched = _write_partial(partial, features, searcher, wanted, progress=progress,
+                                                          stop_after=stop_after,
+                                                          grow_from=out if state == "smaller" else None)
             if completed == nqueries:
                 _publish(partial, out)
         except H5PY_ERRORS as error:  # a full disk, a vanished folder: keep what was written for a resume
@@ -368,5 +417,5 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
             result = BuildResult(out, "interrupted", nqueries, resumed, kept - resumed, time.monotonic() - started)
             raise BuildInterrupted(result, partial) from None
     status = "built" if completed == nqueries else "interrupted"
-    return BuildResult(out, status, nqueries, resumed, completed - resumed, time.monotonic() - started)
+    return BuildResult(out, status, nqueries, resumed, completed - resumed, time.monotonic() - started, searched)
 

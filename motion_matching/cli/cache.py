@@ -9,11 +9,12 @@ import numpy as np
 from motion_matching import cache
 from motion_matching.cache.build import BuildInterrupted
 from motion_matching.cli.group import INTERRUPTED_EXIT, SEED, main, reports_errors, summary
+from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FILE
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.toolkit import recipe
 
-FILE = click.Path(dir_okay=False)
+FILE = INPUT_FILE
 
 
 @main.command("build-cache", short_help=summary("build-cache"))
@@ -22,7 +23,7 @@ FILE = click.Path(dir_okay=False)
 @click.option("--queries", "nqueries", type=click.IntRange(min=1), default=cache.DEFAULT_NQUERIES, show_default=True,
               help="Number of noisy queries (rows) to store.")
 @click.option("--seed", type=SEED, default=cache.DEFAULT_SEED, show_default=True, help="Seed of the query stream.")
-@click.option("--out", type=FILE, metavar="FILE", default="projector_cache.h5", show_default=True,
+@click.option("--out", type=OUTPUT_FILE, metavar="FILE", default="projector_cache.h5", show_default=True,
               help="The cache file to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
               help="Exact nearest-neighbour search backend.")
@@ -95,10 +96,11 @@ def describe_build(result, *, requested=None):
                 f"{requested:,} are those; nothing to do")
     if result.status == "up-to-date":
         return f"{result.path} is up to date ({result.nqueries:,} queries); nothing to do"
-    rate = result.rows_written / result.seconds if result.seconds > 0 else 0.0
+    # the bar's rate: rows searched by this call over the seconds since its first progress call (setup excluded)
+    rate = result.rows_written / result.search_seconds if result.search_seconds > 0 else 0.0
     resumed = f", resumed at row {result.resumed_from:,}" if result.resumed_from else ""
     return (f"wrote {result.path}: {result.nqueries:,} queries{resumed}; {result.rows_written:,} searched in "
-            f"{result.seconds:.1f} s ({rate:,.0f} queries/s)")
+            f"{result.search_seconds:.1f} s ({rate:,.0f} queries/s), {result.seconds:.1f} s in all")
 
 
 @main.command("cache-info", short_help=summary("cache-info"))
