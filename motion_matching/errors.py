@@ -67,5 +67,10 @@ class InvalidOption(MotionMatchingError, ValueError):
     """
 
 
+class OverwriteRefused(MotionMatchingError):
+    """Writing would replace a file the command did not write (an input, a user's own file): refused without
+    ``--force``, or always where no ``--force`` may replace it."""
+
+
 class WriteFailed(MotionMatchingError):
     """Writing a file failed part-way (disk full, file too large, permission); the previous file is untouched."""

@@ -63,8 +63,8 @@ def strays(folder):
 def test_generate_database_fails_with_one_line_and_keeps_the_previous_set(tmp_path):
     assert run(tmp_path, ["generate-database", "--frames", "400", "--out", "data"]).returncode == 0
     before = digests(tmp_path / "data")
-    line = error_line(run_limited(tmp_path, ["generate-database", "--frames", "500", "--seed", "3", "--out", "data"],
-                                  limit=100_000))
+    line = error_line(run_limited(tmp_path, ["generate-database", "--frames", "500", "--seed", "3", "--out", "data",
+                                             "--force"], limit=100_000))  # replacing the set fails part-way
     assert line.startswith("Error: data/database.bin: cannot write it (the write stopped short (")
     assert digests(tmp_path / "data") == before and not strays(tmp_path)
     # recomputing features and latent of an edited database: features.bin fits the limit, latent.bin does not
@@ -114,7 +114,7 @@ def test_export_fails_with_one_line_and_keeps_the_previous_export(trained, out, 
     arguments = ["export", "run/projector_checkpoint.pt", "--out", out] + options
     assert run(trained, arguments).returncode == 0
     before = (trained / out).read_bytes()
-    line = error_line(run_limited(trained, arguments, limit=len(before) // 4))
+    line = error_line(run_limited(trained, arguments + ["--force"], limit=len(before) // 4))  # replace it: fails
     assert line.startswith(f"Error: {out}: cannot write it (")
     assert (trained / out).read_bytes() == before and not strays(trained)
 

@@ -61,9 +61,10 @@ def _check_sources(database, bvh, windows):
               help="Columns of the stand-in latent.")
 @click.option("--write-bvh", type=click.Path(file_okay=False), help="Also write every range as BVH into this folder.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write a PNG of a few feature columns.")
+@click.option("--force", is_flag=True, help="Replace database.bin, features.bin and latent.bin already in --out.")
 @reports_errors
 def generate_database(out, seed, frames, seconds, database, bvh, window, weights, latent_path, nlatent,
-                      write_bvh, plot):
+                      write_bvh, plot, force):
     """Write database.bin, features.bin and latent.bin (synthetic locomotion unless --database or --bvh).
 
     Examples: generate_database.py --out data/ ;
@@ -72,9 +73,12 @@ def generate_database(out, seed, frames, seconds, database, bvh, window, weights
     _check_sources(database, bvh, window)
     paths = generate.generate_files(out, database_path=database, bvh_paths=bvh, windows=window, seed=seed,
                                     nframes=_frame_count(frames, seconds), weights=weights, latent_path=latent_path,
-                                    nlatent=nlatent, bvh_dir=write_bvh, plot_path=plot)
+                                    nlatent=nlatent, bvh_dir=write_bvh, plot_path=plot, force=force)
     for name in ("database", "features", "latent", "plot"):
         if name in paths:
             click.echo(f"wrote {name}: {paths[name]}")
+    if database is not None:
+        made = "features.bin" if latent_path else "features.bin and latent.bin"
+        click.echo(f"recomputed {made} from {database} (kept as it is)")
     if "bvh" in paths:
         click.echo(f"wrote {len(paths['bvh'])} BVH files into {write_bvh}")

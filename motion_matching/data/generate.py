@@ -12,8 +12,9 @@ from motion_matching.atomic import check_folder_name, output_folder, staged_file
 from motion_matching.data.features import DEFAULT_WEIGHTS, compute_features
 from motion_matching.data.latent import DEFAULT_NLATENT, compute_latent, load_matching_latent
 from motion_matching.data.synthetic import locomotion
-from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, WriteFailed
+from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, OverwriteRefused, WriteFailed
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
+from motion_matching.toolkit.overwrite import same_file
 
 LOG = logging.getLogger(__name__)
 
@@ -67,6 +68,24 @@ def check_extra_outputs(*, bvh_dir=None, plot_path=None):
         raise InvalidFile(bvh_dir, "--write-bvh needs a folder, and this is a file")
 
 
+def check_replacing(out_dir, *, database_path=None, latent_path=None, force=False):
+    """Raise ``OverwriteRefused`` naming the first toolkit file in ``out_dir`` this run would replace, unless
+    ``force``. Not replacements: features.bin and latent.bin beside the ``database_path`` they are made from
+    (recomputing them is the job; that database.bin is never written), and a latent.bin that is ``latent_path``."""
+    names = ("features", "latent") if database_path is not None else ("database", "features", "latent")
+    in_place = database_path is not None and same_file(database_path, os.path.join(out_dir, "database.bin"))
+    if force or in_place:
+        return
+    existing = [os.path.join(out_dir, f"{name}.bin") for name in names]
+    existing = [path for path in existing if os.path.lexists(path) and not (
+        latent_path is not None and same_file(latent_path, path))]
+    if existing:
+        others = [os.path.basename(path) for path in existing[1:]]
+        also = f", as {'do' if len(others) > 1 else 'does'} {' and '.join(others)}" if others else ""
+        raise OverwriteRefused(existing[0], f"exists{also}",
+                               option=f"--force to replace {'them' if others else 'it'}, or choose another --out")
+
+
 def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed=0,
                          nframes=locomotion.DEFAULT_FRAMES):
     """The database to write: read from ``database_path``, imported from ``bvh_paths``, or synthetic.
@@ -88,15 +107,17 @@ def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed
 
 def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, seed=0,
                    nframes=locomotion.DEFAULT_FRAMES, weights=DEFAULT_WEIGHTS,
-                   latent_path=None, nlatent=DEFAULT_NLATENT, bvh_dir=None, plot_path=None):
+                   latent_path=None, nlatent=DEFAULT_NLATENT, bvh_dir=None, plot_path=None, force=False):
     """Make the toolkit's files in ``out_dir`` from the chosen source; returns a dict of written paths.
 
     Keys: "database" (not when ``database_path`` is given: that file is left as it is), "features",
     "latent", and "bvh" (list, with ``bvh_dir``) and "plot" (with ``plot_path``). ``latent_path``
-    keeps a user's latent instead of the stand-in; its frame count must match the database.
+    keeps a user's latent instead of the stand-in; its frame count must match the database. Existing
+    toolkit files in ``out_dir`` are replaced only with ``force`` (see ``check_replacing``).
     """
     check_extra_outputs(bvh_dir=bvh_dir, plot_path=plot_path)
     check_folder_name(out_dir)
+    check_replacing(out_dir, database_path=database_path, latent_path=latent_path, force=force)
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)
     latent = None if latent_path is None else load_matching_latent(latent_path, database.nframes)
