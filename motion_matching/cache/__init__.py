@@ -1,8 +1,9 @@
 """The exact-neighbour cache: noisy queries and their nearest frames, stored in a fingerprinted HDF5 file.
 
 Layout and rules: docs/cache.md. ``format`` holds the layout, its attributes and the refusals; ``build``
-writes a cache (resumable, under ``lock``); ``reader`` opens one for training; ``verify`` checks one;
-``commands`` builds the shell-quoted commands that refusals suggest.
+writes a cache (resumable, under ``lock``; ``partial`` holds its ``<out>.partial`` file); ``reader``
+opens one for training; ``verify`` checks one; ``commands`` builds the shell-quoted commands that
+refusals suggest.
 This package re-exports the entry points, so ``cache.build_cache`` and ``cache.open_cache`` read as before.
 """
 from motion_matching.cache.build import build_cache
