@@ -79,12 +79,22 @@ def _current_umask():
 FILE_SUFFIXES = (".bin", ".pt", ".onnx", ".h5", ".hdf5", ".json", ".png", ".bvh", ".csv", ".txt", ".npy")
 
 
-def check_folder_name(path):
-    """Raise ``InvalidFile`` if ``path`` is no folder yet and is named like a file (``newrun.bin``)."""
+def check_folder_name(path, *, option="--out"):
+    """Raise ``InvalidFile`` if ``path``, the folder that ``option`` names, is an existing file, or is no
+    folder yet and is named like a file (``newrun.bin``)."""
     path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InvalidFile(path, f"is a file but this {option} names a folder (files are written into it); "
+                                f"choose another {option}")
     if not os.path.isdir(path) and path.lower().endswith(FILE_SUFFIXES):
-        raise InvalidFile(path, f"is named like a file but this --out names a folder (files are written into it); "
-                                f"give a folder name such as {os.path.splitext(path)[0] or 'out'}")
+        raise InvalidFile(path, f"is named like a file but this {option} names a folder (files are written into "
+                                f"it); give a folder name such as {os.path.splitext(path)[0] or 'out'}")
+
+
+def check_file_name(path, *, option="--out"):
+    """Raise ``InvalidFile`` if ``path``, the file that ``option`` names, is an existing folder."""
+    if os.path.isdir(path):
+        raise InvalidFile(path, f"is a folder but this {option} names a file to write; choose another {option}")
 
 
 @contextlib.contextmanager

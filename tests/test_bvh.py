@@ -4,6 +4,7 @@ import pytest
 
 from motion_matching.data.bvh import text as bvh
 from motion_matching.errors import BvhError, MissingFile
+from motion_matching.toolkit import formats
 
 VALID = """\
 HIERARCHY
@@ -149,5 +150,22 @@ def test_non_utf8_bytes_name_their_line(tmp_path):
 
 
 def test_missing_file_is_a_missing_file_error(tmp_path):
-    with pytest.raises(MissingFile, match="absent.bvh: cannot open BVH file"):
+    with pytest.raises(MissingFile) as caught:
         bvh.read_bvh(tmp_path / "absent.bvh")
+    assert str(caught.value) == f"{tmp_path / 'absent.bvh'}: no such file"
+
+
+@pytest.mark.parametrize("write, problem", [
+    (lambda path: path.write_bytes(b""), "is an empty file, not a BVH text file"),
+    (lambda path: formats.save_latent(path, np.zeros((3, 2), np.float32)),
+     "is a latent.bin (3 frames x 2 columns), not a BVH text file"),
+    (lambda path: path.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(200)),
+     "is an HDF5 file (a projector cache, for example), not a BVH text file"),
+    (lambda path: path.write_bytes(bytes(range(256)) * 4), "is a binary file, not a BVH text file"),
+])
+def test_a_binary_file_says_what_it_is(tmp_path, write, problem):
+    path = tmp_path / "clip.bvh"
+    write(path)
+    with pytest.raises(BvhError) as caught:
+        bvh.read_bvh(path)
+    assert str(caught.value) == f"{path}: {problem}"

@@ -91,7 +91,8 @@ def test_unreadable_partial_file_starts_over(reference, features_path, caplog):
     with open(f"{out}.partial", "wb") as stream:
         stream.write(b"garbage from a crashed disk")
     build(features_path, out)
-    assert f"{out}.partial: starting over: it cannot be read (not an HDF5 file)\n" in caplog.text
+    assert (f"{out}.partial: starting over: it cannot be read (is a text file, not a projector cache (HDF5))\n"
+            in caplog.text)
     assert_same_contents(out, reference[1])
 
 
@@ -169,7 +170,7 @@ def test_damaged_cache_is_refused_unchanged_without_force(features_path):
     out.write_bytes(b"not a cache")
     with pytest.raises(CorruptCache) as refusal:
         build(features_path, out)
-    assert str(refusal.value) == (f"{out}: not an HDF5 file; not replaced without --force; "
+    assert str(refusal.value) == (f"{out}: is a text file, not a projector cache (HDF5); not replaced without --force; "
                                   + command(out, features_path))
     assert out.read_bytes() == b"not a cache"
     assert build(features_path, out, force=True).status == "built"

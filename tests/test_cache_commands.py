@@ -72,7 +72,7 @@ def test_missing_cache_suggests_the_default_build_with_quoted_paths(awkward):
     path = reference.parent / "never built.h5"
     with pytest.raises(MissingFile) as raised:
         cache.open_cache(path, features_path=features_path)
-    assert raised.value.problem == "no cache file here"
+    assert raised.value.problem == "no such file"
     assert shlex.split(raised.value.command) == rebuild_words(path, features_path, cache.DEFAULT_NQUERIES,
                                                               cache.DEFAULT_SEED)
 
@@ -83,7 +83,7 @@ def test_build_refusal_keeps_the_problem_and_says_force_once(awkward):
     out.write_bytes(b"not a cache")
     with pytest.raises(CorruptCache) as raised:
         build(features_path, out)
-    assert raised.value.problem == "not an HDF5 file; not replaced without --force"
+    assert raised.value.problem == "is a text file, not a projector cache (HDF5); not replaced without --force"
     assert shlex.split(raised.value.command) == rebuild_words(out, features_path)
     with pytest.raises(StaleCache) as raised:
         build(features_path, reference, seed=SEED + 1)

@@ -53,7 +53,10 @@ def set_attribute(name, value):
 
 
 FILE_PROBLEMS = {  # name: (damage, error, problem, rebuild command from the file's attributes?)
-    "not HDF5": (lambda p: p.write_bytes(b"queries,nearest\n1,2\n"), CorruptCache, "not an HDF5 file", False),
+    "not HDF5": (lambda p: p.write_bytes(bytes(range(1, 256)) * 2), CorruptCache, "not an HDF5 file", False),
+    "text": (lambda p: p.write_bytes(b"queries,nearest\n1,2\n"), CorruptCache,
+             "is a text file, not a projector cache (HDF5)", False),
+    "empty": (lambda p: p.write_bytes(b""), CorruptCache, "is an empty file, not a projector cache (HDF5)", False),
     "truncated": (truncate, CorruptCache, "truncated HDF5 file (it ends before the data its header announces)", False),
     "foreign HDF5": (lambda p: h5py.File(p, "w").close(), CorruptCache,
                      "not a projector cache (HDF5 attribute 'format' is None, expected "
@@ -100,7 +103,7 @@ def test_changed_features_make_the_cache_stale(good, tmp_path):
 def test_missing_cache_and_interrupted_build_are_told_apart(good, tmp_path):
     features_path, _ = good
     path = tmp_path / "never.h5"
-    refusal(MissingFile, path, features_path, "no cache file here", **DEFAULTS)
+    refusal(MissingFile, path, features_path, "no such file", **DEFAULTS)
     build(features_path, path, stop_after=1)
     resume = command(path, features_path).replace(" --force", "")  # its own count and seed, no --force
     for check in (cache.open_cache, cache.verify_cache, cache.cache_info):

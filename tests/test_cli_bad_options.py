@@ -1,11 +1,17 @@
 """Every command, run with each bad value of each of its options: a usage error or one ``Error:`` line,
 never a traceback. Bad values come from each option's type (below a range, not a number, NaN, a missing
 file, a folder for a file, an empty or garbage file, an unknown choice) plus the known cases."""
+import os
+import pathlib
+import subprocess
+import sys
+
 import click
 import pytest
 from click.testing import CliRunner
 
 from motion_matching.cli import main
+from motion_matching.cli.paths import InputFile, OutputFile, OutputFolder
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
 from motion_matching.toolkit import formats
@@ -87,6 +93,7 @@ def inputs(tmp_path_factory):
     (folder / "folder").mkdir()
     (folder / "empty.bin").write_bytes(b"")
     (folder / "garbage.bin").write_bytes(b"\x07" * 100)
+    (folder / "notes.txt").write_text("my notes\n")
     formats.load_network(folder / "projector.bin")
     return folder
 
@@ -127,3 +134,174 @@ def test_a_cpu_only_backend_on_cuda_is_one_line(inputs, monkeypatch):
     assert result.exit_code == 1
     assert result.output == ("Error: --device: backend 'balltree' runs on the CPU only; pass --device cpu, or "
                              "--backend torch for cuda\n")
+
+
+# what each input file must be, by parameter name, as the line names it ("not a features.bin")
+EXPECTED_KIND = {"features": "a features.bin", "features_path": "a features.bin", "latent": "a latent.bin",
+                 "latent_path": "a latent.bin", "database": "a database.bin", "database_path": "a database.bin",
+                 "cache_path": "a projector cache (HDF5)", "offline_cache": "a projector cache (HDF5)",
+                 "resume": "a training checkpoint (.pt)", "source": "a network .bin", "projector": "a network .bin",
+                 "bvh": "a BVH text file"}
+CACHES = {"cache_path", "offline_cache"}  # their lines go on with the command that builds the cache
+NEEDED_WITH = {("build-cache", "database_path"): ["--exact-toolkit", "--queries", "320"]}  # read only then
+
+
+def path_cases(kind):
+    """(command, arguments with "VALUE" for the path, parameter) for each parameter of click type ``kind``."""
+    context = click.Context(main)
+    found = []
+    for name, base in BASE.items():
+        for parameter in main.get_command(context, name).params:
+            if not isinstance(parameter.type, kind):
+                continue
+            if isinstance(parameter, click.Argument):  # each command's argument comes first in BASE
+                found.append((name, ["VALUE"] + base[1:], parameter))
+            else:
+                extra = NEEDED_WITH.get((name, parameter.name), [])
+                found.append((name, base + extra + [parameter.opts[0], "VALUE"], parameter))
+    return found
+
+
+def case_id(value):
+    return value.name if isinstance(value, click.Parameter) else " ".join(value) if isinstance(value, list) else value
+
+
+def run_with(folder, monkeypatch, command, arguments, value, env=None):
+    """The result of ``command`` run in ``folder`` with "VALUE" in ``arguments`` replaced by ``value``."""
+    monkeypatch.chdir(folder)
+    with time_limit(120):
+        return CliRunner().invoke(main, [command] + [value if word == "VALUE" else word for word in arguments],
+                                  env=env)
+
+
+def last_line(result):
+    return result.output.strip().splitlines()[-1]
+
+
+def assert_line(result, expected, parameter):
+    """Exit 1 and ``expected`` as the last line (for a cache, ``expected`` then its build command)."""
+    assert result.exit_code == 1, result.output
+    line = last_line(result)
+    if parameter.name in CACHES and line != expected:
+        assert line.startswith(expected + "; run: mm-projector build-cache "), line
+    else:
+        assert line == expected
+
+
+@pytest.mark.parametrize("command, arguments, parameter", path_cases(InputFile), ids=case_id)
+def test_a_missing_input_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments, parameter):
+    result = run_with(inputs, monkeypatch, command, arguments, "missing.bin")
+    assert_line(result, "Error: missing.bin: no such file", parameter)
+
+
+@pytest.mark.parametrize("command, arguments, parameter", path_cases(InputFile), ids=case_id)
+def test_a_folder_as_an_input_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments, parameter):
+    result = run_with(inputs, monkeypatch, command, arguments, "folder")
+    assert_line(result, "Error: folder: is a folder, not a file", parameter)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads a file of mode 000")
+@pytest.mark.parametrize("command, arguments, parameter", path_cases(InputFile), ids=case_id)
+def test_an_unreadable_input_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments, parameter):
+    locked = inputs / "locked.bin"
+    locked.write_bytes((inputs / "features.bin").read_bytes())
+    locked.chmod(0)
+    try:
+        result = run_with(inputs, monkeypatch, command, arguments, "locked.bin")
+    finally:
+        locked.chmod(0o644)
+    assert_line(result, "Error: locked.bin: permission denied", parameter)
+
+
+@pytest.mark.parametrize("command, arguments, parameter", path_cases(InputFile), ids=case_id)
+def test_an_empty_input_says_so_in_every_command(inputs, monkeypatch, command, arguments, parameter):
+    (inputs / "empty.bin").write_bytes(b"")  # afresh: the matrix above may have written into it (--out empty.bin)
+    result = run_with(inputs, monkeypatch, command, arguments, "empty.bin")
+    assert_line(result, f"Error: empty.bin: is an empty file, not {EXPECTED_KIND[parameter.name]}", parameter)
+
+
+@pytest.mark.parametrize("command, arguments, parameter", [case for case in path_cases(InputFile)
+                                                           if case[2].name != "bvh"], ids=case_id)
+def test_a_text_file_as_a_binary_input_says_so_in_every_command(inputs, monkeypatch, command, arguments, parameter):
+    (inputs / "notes.txt").write_text("my notes\n")
+    result = run_with(inputs, monkeypatch, command, arguments, "notes.txt")
+    assert_line(result, f"Error: notes.txt: is a text file, not {EXPECTED_KIND[parameter.name]}", parameter)
+
+
+@pytest.mark.parametrize("command, arguments, parameter", path_cases(OutputFolder), ids=case_id)
+def test_a_file_given_for_a_folder_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments,
+                                                                     parameter):
+    (inputs / "notes.txt").write_text("my notes\n")
+    result = run_with(inputs, monkeypatch, command, arguments, "notes.txt")
+    option = parameter.opts[0]
+    assert_line(result, f"Error: notes.txt: is a file but this {option} names a folder (files are written into "
+                        f"it); choose another {option}", parameter)
+    assert (inputs / "notes.txt").read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("command, arguments, parameter", path_cases(OutputFile), ids=case_id)
+def test_a_folder_given_for_a_file_to_write_is_the_same_line_in_every_command(inputs, monkeypatch, command,
+                                                                              arguments, parameter):
+    result = run_with(inputs, monkeypatch, command, arguments, "folder")
+    option = parameter.opts[0]
+    assert_line(result, f"Error: folder: is a folder but this {option} names a file to write; choose another "
+                        f"{option}", parameter)
+
+
+# per command, an option and a bad value set through the environment, and the problem named after the variable
+ENVIRONMENT_CASES = [
+    ("generate-database", "--seed", "seed", "abc", "'abc' is not a valid integer range"),
+    ("build-cache", "--queries", "nqueries", "abc", "'abc' is not a valid integer range"),
+    ("verify-cache", "--sample", "sample", "-5", "-5 is not in the range x>=0"),
+    ("train", "--iterations", "iterations", "abc", "'abc' is not a valid integer"),
+    ("export", "--format", "format_", "bogus", "'bogus' is not one of 'bin', 'onnx'"),
+    ("evaluate", "--queries", "queries", "0", "0 is not in the range x>=1"),
+    ("demo", "--frames", "frames", "x", "'x' is not a valid integer range"),
+]
+
+
+@pytest.mark.parametrize("command, option, name, value, problem", ENVIRONMENT_CASES, ids=lambda value: str(value))
+def test_a_bad_value_from_the_environment_names_the_variable(inputs, monkeypatch, command, option, name, value,
+                                                             problem):
+    variable = f"MM_PROJECTOR_{command.upper().replace('-', '_')}_{name.upper()}"
+    result = run_with(inputs, monkeypatch, command, without(BASE[command], option), "", env={variable: value})
+    assert result.exit_code == 2, result.output
+    assert result.output == f"Error: {variable}: {problem}; it sets {option} (see 'main {command} --help')\n"
+
+
+def without(arguments, option):
+    """``arguments`` (list of str) without ``option`` and its value."""
+    if option not in arguments:
+        return list(arguments)
+    at = arguments.index(option)
+    return arguments[:at] + arguments[at + 2:]
+
+
+# the variables are named after the parameters (features_path), as click names them
+@pytest.mark.parametrize("command, arguments, variable", [
+    ("check-files", ["--latent", "latent.bin"], "MM_PROJECTOR_CHECK_FILES_FEATURES"),
+    ("cache-info", ["cache.h5"], "MM_PROJECTOR_CACHE_INFO_FEATURES_PATH")])
+def test_a_bad_path_from_the_environment_is_named_like_one_given_on_the_command_line(inputs, monkeypatch, command,
+                                                                                     arguments, variable):
+    result = run_with(inputs, monkeypatch, command, arguments, "", env={variable: "folder"})
+    assert result.exit_code == 1, result.output
+    assert last_line(result) == "Error: folder: is a folder, not a file"
+
+
+def test_an_option_the_library_refuses_from_the_environment_names_the_variable(inputs, monkeypatch):
+    result = run_with(inputs, monkeypatch, "train", BASE["train"], "", env={"MM_PROJECTOR_TRAIN_DEVICE": "bogus"})
+    assert result.exit_code == 1, result.output
+    assert last_line(result) == ("Error: MM_PROJECTOR_TRAIN_DEVICE: 'bogus' is not a torch device (cpu, cuda or "
+                                 "cuda:N); it sets --device")
+
+
+@pytest.mark.parametrize("script, variable, value, problem", [
+    ("train_projector.py", "MM_PROJECTOR_ITERATIONS", "abc", "'abc' is not a valid integer; it sets --iterations"),
+    ("generate_database.py", "MM_PROJECTOR_FRAMES", "abc", "'abc' is not a valid integer range; it sets --frames"),
+])
+def test_the_scripts_name_their_own_variables(inputs, script, variable, value, problem):
+    root = pathlib.Path(__file__).parent.parent
+    finished = subprocess.run([sys.executable, str(root / script)], cwd=inputs, capture_output=True, text=True,
+                              env={**os.environ, variable: value}, timeout=120)
+    assert finished.returncode == 2, finished.stderr
+    assert finished.stderr == f"Error: {variable}: {problem} (see '{script} --help')\n"

@@ -39,7 +39,7 @@ def test_export_damaged_checkpoint_is_one_error_line(tmp_path):
     damaged.write_bytes(b"PK\x03\x04 not really a zip")
     result = invoke("export", damaged, "--out", tmp_path / "projector.bin")
     assert result.exit_code == 1
-    assert result.output == f"Error: {damaged}: not a readable checkpoint (RuntimeError)\n"
+    assert result.output == f"Error: {damaged}: is a damaged checkpoint (its zip archive is incomplete: cut short?)\n"
     assert not (tmp_path / "projector.bin").exists()
 
 

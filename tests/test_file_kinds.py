@@ -1,13 +1,19 @@
 """A file of the wrong kind is named for what it is, not reported as truncated at some byte."""
+import io
+import os
+import zipfile
+
 import h5py
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from motion_matching.errors import InvalidFile, TruncatedFile
+from motion_matching import cache
+from motion_matching.errors import CorruptCache, InvalidFile, TruncatedFile
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.sniff import file_kind
 
-from conftest import TOOLKIT_NETWORKS, write_small_toolkit_files
+from conftest import TOOLKIT_NETWORKS, needs_torch, write_small_toolkit_files
 from formats_helpers import small_database
 
 
@@ -59,3 +65,114 @@ def test_a_damaged_file_of_the_right_kind_still_says_where(files, tmp_path):
     with pytest.raises(TruncatedFile, match="truncated in features at byte 8"):
         formats.load_features(cut)
     assert file_kind(cut) is None
+
+
+LOADERS = {"features.bin": formats.load_features, "latent.bin": formats.load_latent,
+           "database.bin": formats.load_database, "network .bin": formats.load_network}
+
+
+@pytest.mark.parametrize("expected", LOADERS)
+@pytest.mark.parametrize("contents, kind", [(b"", "an empty file"), (b"frame,x,y\n0,1.5,2.5\n" * 40, "a text file"),
+                                            (b"HIERARCHY\nROOT Hips\n{\n", "a BVH file")])
+def test_an_empty_or_text_file_is_named_by_every_toolkit_reader(tmp_path, expected, contents, kind):
+    path = tmp_path / "given.bin"
+    path.write_bytes(contents)
+    assert file_kind(path) == kind
+    with pytest.raises(InvalidFile) as refusal:
+        LOADERS[expected](path)
+    assert str(refusal.value) == f"{path}: is {kind}, not a {expected}"
+
+
+def test_bytes_that_are_not_text_are_not_called_text(tmp_path):
+    path = tmp_path / "noise.bin"
+    path.write_bytes(bytes(range(1, 256)) * 8)  # no NUL, but control bytes and invalid UTF-8
+    assert file_kind(path) is None
+    path.write_bytes("na\u00efve caf\u00e9 notes\n".encode() * 300)  # UTF-8 text cut anywhere reads as text
+    assert file_kind(path) == "a text file"
+
+
+def test_a_file_of_another_kind_as_a_cache_is_named(files):
+    with pytest.raises(CorruptCache) as refusal:
+        cache.open_cache(files["features"], features_path=files["features"])
+    assert refusal.value.problem == "is a features.bin (300 frames x 27 features), not a projector cache (HDF5)"
+
+
+def _checkpoint(path):
+    from motion_matching.projector.checkpoint import save_checkpoint
+    save_checkpoint(path, model={}, optimizer={}, scheduler={}, step=1, config={}, rng={}, inputs={},
+                    rolling_loss=None, source="online")
+    return path
+
+
+def _repickled(path, data):
+    """The zip archive at ``path`` with its pickle replaced by ``data`` (an intact archive, damaged inside)."""
+    source, copy = zipfile.ZipFile(path), io.BytesIO()
+    with zipfile.ZipFile(copy, "w") as target:
+        for item in source.infolist():
+            target.writestr(item, data if item.filename.endswith("/data.pkl") else source.read(item))
+    return copy.getvalue()
+
+
+@pytest.mark.parametrize("given, problem", [
+    ("network", "is a network .bin (27 inputs, 5 layers, 59 outputs), not a training checkpoint (.pt)"),
+    ("features", "is a features.bin (300 frames x 27 features), not a training checkpoint (.pt)"),
+    ("cache", "is an HDF5 file (a projector cache, for example), not a training checkpoint (.pt)"),
+    ("empty", "is an empty file, not a training checkpoint (.pt)"),
+    ("text", "is a text file, not a training checkpoint (.pt)"),
+    ("zip", "is a zip archive, not a training checkpoint (.pt)"),
+    ("truncated", "is a damaged checkpoint (its zip archive is incomplete: cut short?)"),
+    ("noise", "is not a training checkpoint (.pt)"),
+])
+def test_a_file_given_as_a_checkpoint_says_what_it_is(files, tmp_path, given, problem):
+    needs_torch()
+    from motion_matching.projector.checkpoint import load_checkpoint
+    path = tmp_path / "given.pt"
+    makers = {"empty": lambda: b"", "text": lambda: b"step 1000, loss 0.2\n",
+              "zip": lambda: _zip_of({"notes.txt": b"hello"}),
+              "truncated": lambda: _checkpoint(tmp_path / "whole.pt").read_bytes()[:300],
+              "noise": lambda: bytes(range(1, 256)) * 4}
+    path.write_bytes(makers[given]() if given in makers else files[given].read_bytes())
+    with pytest.raises(InvalidFile) as refusal:
+        load_checkpoint(path)
+    assert str(refusal.value) == f"{path}: {problem}"
+
+
+def _zip_of(members):
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        for name, contents in members.items():
+            archive.writestr(name, contents)
+    return data.getvalue()
+
+
+def test_a_checkpoint_damaged_inside_an_intact_archive_is_called_damaged(tmp_path):
+    needs_torch()
+    from motion_matching.projector.checkpoint import load_checkpoint
+    path = tmp_path / "run.pt"
+    path.write_bytes(_repickled(_checkpoint(path), b"\x80\x02garbage"))
+    with pytest.raises(InvalidFile) as refusal:
+        load_checkpoint(path)
+    assert refusal.value.problem.startswith("is a damaged checkpoint (") and "\n" not in str(refusal.value)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "network"])
+def test_a_damaged_checkpoint_in_out_is_refused_as_damaged_and_kept_until_force(tmp_path, monkeypatch, damage):
+    needs_torch()
+    from motion_matching.cli import main
+    features, latent = write_small_toolkit_files(tmp_path, nframes=300)
+    monkeypatch.chdir(tmp_path)
+    arguments = ["train", "--database", "", "--iterations", "2", "--hidden", "16", "--hidden-layers", "1",
+                 "--held-out", "0", "--quiet", "--out", "run"]
+    assert CliRunner().invoke(main, arguments).exit_code == 0
+    checkpoint = tmp_path / "run" / "projector_checkpoint.pt"
+    cut = checkpoint.read_bytes()[:300] if damage == "truncated" else (TOOLKIT_NETWORKS / "projector.bin").read_bytes()
+    checkpoint.write_bytes(cut)
+    result = CliRunner().invoke(main, arguments)
+    problem = ("is a damaged checkpoint (its zip archive is incomplete: cut short?)" if damage == "truncated" else
+               "is a network .bin (27 inputs, 5 layers, 59 outputs), not a training checkpoint (.pt)")
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {os.path.join('run', 'projector_checkpoint.pt')}: {problem}; choose another "
+                             "--out, or pass --force to replace it\n")
+    assert checkpoint.read_bytes() == cut
+    assert CliRunner().invoke(main, arguments + ["--force"]).exit_code == 0
+    assert checkpoint.read_bytes()[:4] == b"PK\x03\x04"

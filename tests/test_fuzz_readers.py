@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from motion_matching.data.bvh import text as bvh_text
+from motion_matching.errors import MotionMatchingError
 from motion_matching.toolkit import formats
 
 from fuzz_helpers import flipped, outcome, truncations
@@ -96,6 +97,33 @@ def _fuzz_test(kind):
 
 for _kind in KINDS:
     globals()[f"test_random_byte_flips_of_{_kind}_read_valid_or_raise_one_line"] = _fuzz_test(_kind)
+
+
+EXPECTED = {"database": "a database.bin", "features": "a features.bin", "latent": "a latent.bin",
+            "network": "a network .bin", "bvh": "a BVH text file"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_empty_file_is_called_empty_by_every_reader(originals, kind):
+    _, read, scratch = originals[kind]
+    scratch.write_bytes(b"")
+    with pytest.raises(MotionMatchingError) as refusal:
+        read(scratch)
+    assert str(refusal.value) == f"{scratch}: is an empty file, not {EXPECTED[kind]}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_another_kind_of_file_is_named_by_every_reader(originals, kind):
+    """Each reader given each other kind's valid file says what that file is (BVH: a text file, parsed)."""
+    _, read, scratch = originals[kind]
+    for other in KINDS:
+        if other in (kind, "bvh"):
+            continue
+        scratch.write_bytes(originals[other][0])
+        with pytest.raises(MotionMatchingError) as refusal:
+            read(scratch)
+        assert str(refusal.value).startswith(f"{scratch}: is {EXPECTED[other]} ("), (other, str(refusal.value))
+        assert str(refusal.value).endswith(f", not {EXPECTED[kind]}"), (other, str(refusal.value))
 
 
 def test_header_counts_far_beyond_the_file_are_refused_before_allocating(originals, tmp_path):

@@ -164,14 +164,18 @@ def _check_space(partial, wanted):
 
 def _write_partial(partial, features, searcher, wanted, *, progress, stop_after, grow_from=None):
     """Create or resume ``partial`` and fill it; returns ``(completed rows, rows found on resuming, seconds from
-    the first progress call to the end of the search)``."""
+    the first progress report to the last)``: a bar's seconds, so the final rate is the bar's."""
     _check_space(partial, wanted)
     handle, resumed = open_partial(partial, wanted, features, grow_from=grow_from)
-    try:
-        searching = time.monotonic()
+    reported = []
+
+    def report(done, total):
+        reported.append(time.monotonic())
         if progress is not None:
-            progress(resumed, wanted["nqueries"])
-        completed = _fill(handle, features, searcher, wanted, resumed, progress=progress, stop_after=stop_after)
+            progress(done, total)
+    try:
+        report(resumed, wanted["nqueries"])
+        completed = _fill(handle, features, searcher, wanted, resumed, progress=report, stop_after=stop_after)
     except KeyboardInterrupt as stop:
         stop.kept_rows = (int(handle.attrs["completed"]), resumed)  # rows written stay: a resume starts there
         close_quietly(handle)
@@ -180,7 +184,7 @@ def _write_partial(partial, features, searcher, wanted, *, progress, stop_after,
         close_quietly(handle)
         raise
     handle.close()
-    return completed, resumed, time.monotonic() - searching
+    return completed, resumed, reported[-1] - reported[0]
 
 
 def _held_queries(out):

@@ -22,6 +22,8 @@ from motion_matching.cache.lock import lock_holder
 from motion_matching.errors import CorruptCache, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.toolkit import formats, recipe
+from motion_matching.toolkit.binary_io import open_for_reading
+from motion_matching.toolkit.sniff import another_kind
 
 FORMAT = "motion-matching-projector-cache"
 FORMAT_VERSION = 2
@@ -31,6 +33,7 @@ CHECKSUMMED_SINCE = 2
 DEFAULT_NQUERIES = recipe.QUERIES  # one query per sample of a full toolkit run (32 x 500,000)
 DEFAULT_SEED = recipe.SEED
 DEFAULT_CHUNK_ROWS = 65_536
+CACHE_KIND = "a projector cache (HDF5)"  # as errors name it: "x.bin: is a features.bin (...), not a projector cache"
 
 INT_ATTRIBUTES = ("format_version", "nframes", "nfeatures", "nqueries", "seed", "chunk_rows", "completed",
                   "query_block")
@@ -94,9 +97,10 @@ def open_hdf5(path, refusal, *, mode="r"):
     if not os.path.exists(path):
         if os.path.exists(path + ".partial"):
             raise partial_refusal(path, refusal)
-        raise refusal.missing("no cache file here")
+        raise refusal.missing("no such file")
+    open_for_reading(path).close()  # a folder or an unreadable file: the MissingFile that says which
     if not h5py.is_hdf5(path):
-        raise refusal.corrupt("not an HDF5 file")
+        raise refusal.corrupt(another_kind(path, CACHE_KIND) or "not an HDF5 file")
     try:
         return h5py.File(path, mode)
     except H5PY_ERRORS as error:

@@ -2,10 +2,11 @@
 import click
 
 from motion_matching.cli.group import SEED, main, reports_errors, summary
+from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FILE, OUTPUT_FOLDER
 from motion_matching.data import features, generate, latent
 from motion_matching.data.synthetic import locomotion
 
-_FILE = click.Path(exists=True, dir_okay=False)
+_FILE = INPUT_FILE
 
 
 def _weights(context, parameter, value):
@@ -42,7 +43,7 @@ def _check_sources(database, bvh, windows):
 
 
 @main.command("generate-database", short_help=summary("generate-database"))
-@click.option("--out", default=".", show_default=True, type=click.Path(file_okay=False), metavar="FOLDER",
+@click.option("--out", default=".", show_default=True, type=OUTPUT_FOLDER, metavar="FOLDER",
               help="Folder for the files.")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Seed of the synthetic database.")
 @click.option("--frames", type=click.IntRange(min=locomotion.MIN_FRAMES),
@@ -59,8 +60,8 @@ def _check_sources(database, bvh, windows):
 @click.option("--latent", "latent_path", type=_FILE, help="Keep this latent.bin instead of the stand-in latent.")
 @click.option("--nlatent", default=latent.DEFAULT_NLATENT, show_default=True, type=click.IntRange(min=1),
               help="Columns of the stand-in latent.")
-@click.option("--write-bvh", type=click.Path(file_okay=False), help="Also write every range as BVH into this folder.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Also write a PNG of a few feature columns.")
+@click.option("--write-bvh", type=OUTPUT_FOLDER, help="Also write every range as BVH into this folder.")
+@click.option("--plot", type=OUTPUT_FILE, help="Also write a PNG of a few feature columns.")
 @click.option("--force", is_flag=True, help="Replace database.bin, features.bin and latent.bin already in --out.")
 @reports_errors
 def generate_database(out, seed, frames, seconds, database, bvh, window, weights, latent_path, nlatent,

@@ -2,9 +2,10 @@
 import click
 
 from motion_matching.cli.group import main, reports_errors, summary
+from motion_matching.cli.paths import INPUT_FILE
 from motion_matching.toolkit.check import check_toolkit_files
 
-_FILE = click.Path(dir_okay=False)
+_FILE = INPUT_FILE
 
 
 @main.command("check-files", short_help=summary("check-files"))

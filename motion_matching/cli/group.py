@@ -2,10 +2,11 @@
 import functools
 import importlib
 import logging
+import os
 
 import click
 
-from motion_matching.errors import MotionMatchingError
+from motion_matching.errors import InvalidOption, MotionMatchingError
 
 # the module of motion_matching.cli that registers each command, and the command's one-line summary
 # (its ``short_help``); a module is imported only when its command runs, so that ``--help`` and the
@@ -49,9 +50,30 @@ class OneLineUsageError(click.UsageError):
 def _one_line(error):
     if isinstance(error, OneLineUsageError):
         return error
-    one_line = OneLineUsageError(error.format_message(), ctx=error.ctx)
+    one_line = OneLineUsageError(_naming_the_variable(error), ctx=error.ctx)
     one_line.exit_code = error.exit_code
     return one_line
+
+
+def environment_variable(ctx, name):
+    """The environment variable (str) that set parameter ``name`` of ``ctx``'s command, or None when its
+    value came from elsewhere (the command line, a default)."""
+    parameter = next((one for one in ctx.command.params if one.name == name), None)
+    if parameter is None or ctx.get_parameter_source(name) is not click.core.ParameterSource.ENVIRONMENT:
+        return None
+    named = [parameter.envvar] if isinstance(parameter.envvar, str) else list(parameter.envvar or ())
+    named = [variable for variable in named if os.environ.get(variable)]
+    return named[0] if named else f"{ctx.auto_envvar_prefix}_{name.upper()}"
+
+
+def _naming_the_variable(error):
+    """The message (str) of usage error ``error``; a bad value that came from the environment is named by its
+    variable ("MM_PROJECTOR_TRAIN_THREADS: 'x' is not a valid integer; it sets --threads"), not its option."""
+    parameter = getattr(error, "param", None)
+    variable = None if parameter is None or error.ctx is None else environment_variable(error.ctx, parameter.name)
+    if variable is None or not isinstance(error, click.BadParameter):
+        return error.format_message()
+    return f"{variable}: {error.message.rstrip('.')}; it sets {parameter.opts[0]}"
 
 
 class OneLineErrors:
@@ -109,6 +131,16 @@ def reports_errors(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
+        except InvalidOption as error:
+            raise click.ClickException(_option_from_environment(error)) from None
         except MotionMatchingError as error:
             raise click.ClickException(str(error)) from None
     return wrapper
+
+
+def _option_from_environment(error):
+    """The line (str) of ``InvalidOption`` ``error``, naming the environment variable when that set the option."""
+    context = click.get_current_context(silent=True)
+    names = {} if context is None else {one.opts[0]: one.name for one in context.command.params if one.opts}
+    variable = environment_variable(context, names[error.path]) if error.path in names else None
+    return str(error) if variable is None else f"{variable}: {error.problem}; it sets {error.path}"

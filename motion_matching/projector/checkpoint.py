@@ -19,16 +19,19 @@ Layout: a dict saved with ``torch.save`` (a zip archive), one key each in ``CHEC
 
 ``train._Run.write_checkpoint`` writes it; ``inputs.restore_checkpoint`` reads it back.
 """
-import os
+import zipfile
 
 import torch
 
 from motion_matching.atomic import atomic_write
-from motion_matching.errors import InvalidFile, MissingFile
+from motion_matching.errors import InvalidFile
 from motion_matching.projector.model import module_from_state_dict
+from motion_matching.toolkit.binary_io import open_for_reading
+from motion_matching.toolkit.sniff import ZIP_SIGNATURE, another_kind
 
 CHECKPOINT_FORMAT = "mm-projector-checkpoint"
 CHECKPOINT_VERSION = 1
+CHECKPOINT_KIND = "a training checkpoint (.pt)"  # as errors name it: "x.bin: is a ..., not a training checkpoint"
 CHECKPOINT_KEYS = ("format", "version", "model", "optimizer", "scheduler", "step", "config", "rng", "inputs",
                    "rolling_loss", "source")
 
@@ -41,19 +44,45 @@ def save_checkpoint(path, **contents):
 
 
 def load_checkpoint(path):
-    """Read a checkpoint written by ``save_checkpoint``; returns its dict, or raises naming the file."""
-    if not os.path.isfile(path):
-        raise MissingFile(path, "no such checkpoint file")
+    """Read a checkpoint written by ``save_checkpoint``; returns its dict, or raises naming the file: what
+    it is when it is another kind of file, "damaged" when it is a checkpoint that cannot be read."""
+    problem = checkpoint_kind_problem(path)
+    if problem is not None:
+        raise InvalidFile(path, problem)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as error:  # torch raises many types for damaged files
-        raise InvalidFile(path, f"not a readable checkpoint ({type(error).__name__})") from None
+        raise InvalidFile(path, f"is a damaged checkpoint ({_first_words(error)})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise InvalidFile(path, "not an mm-projector checkpoint")
     if payload.get("version") != CHECKPOINT_VERSION:
         raise InvalidFile(path, f"checkpoint version {payload.get('version')} is not {CHECKPOINT_VERSION}; "
                                 "upgrade mm-projector")
     return payload
+
+
+def checkpoint_kind_problem(path):
+    """Why the file at ``path`` is no training checkpoint at all, or cannot hold one whole (str), or None
+    when it is a complete zip archive with a pickle inside, as ``torch.save`` writes. Raises ``MissingFile``
+    for a missing file, a folder or an unreadable file."""
+    with open_for_reading(path) as stream:
+        head = stream.read(len(ZIP_SIGNATURE))
+    if head != ZIP_SIGNATURE:
+        return another_kind(path, CHECKPOINT_KIND) or f"is not {CHECKPOINT_KIND}"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return "is a damaged checkpoint (its zip archive is incomplete: cut short?)"
+    if not any(name.endswith("/data.pkl") or name == "data.pkl" for name in names):
+        return f"is a zip archive, not {CHECKPOINT_KIND}"
+    return None
+
+
+def _first_words(error):
+    text = str(error).splitlines()[0] if str(error) else ""
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def load_checkpoint_module(path):

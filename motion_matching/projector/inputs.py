@@ -141,4 +141,4 @@ def restore_checkpoint(run, path):
         if "cuda" in payload["rng"] and run.device.type == "cuda":
             torch.cuda.set_rng_state(payload["rng"]["cuda"], run.device)
     except (KeyError, TypeError, RuntimeError, ValueError) as error:
-        raise InvalidFile(path, f"checkpoint lacks or garbles {error}") from None
+        raise InvalidFile(path, f"is a damaged checkpoint (it lacks or garbles {error})") from None

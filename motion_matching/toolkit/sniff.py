@@ -13,6 +13,7 @@ from motion_matching.errors import InvalidFile, TruncatedFile
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"  # torch.save writes a zip archive
 ONNX_FIELDS = (0x12, 0x1a, 0x22, 0x2a, 0x3a, 0x42)  # ModelProto tags that follow ir_version (field 1)
+TEXT_SNIFF_BYTES = 4096  # a file whose first bytes are printable UTF-8 is called a text file
 
 
 class _Walker:
@@ -81,6 +82,19 @@ def _database(walk):
 LAYOUTS = {"features.bin": _features, "latent.bin": _latent, "network .bin": _network, "database.bin": _database}
 
 
+def _text(head):
+    """"a BVH file" or "a text file" when ``head`` (the file's first bytes) reads as text, else None."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:  # only a character cut by the end of ``head`` is forgiven
+            return None
+        text = head[:error.start].decode("utf-8")
+    if not text or any(not (char.isprintable() or char in "\t\r\n\f") for char in text):
+        return None
+    return "a BVH file" if text.lstrip("\ufeff \t\r\n").startswith("HIERARCHY") else "a text file"
+
+
 def _signature(head):
     if head.startswith(HDF5_SIGNATURE):
         return "an HDF5 file (a projector cache, for example)"
@@ -93,11 +107,15 @@ def _signature(head):
 
 def file_kind(path):
     """What the file at ``path`` looks like, as a phrase (str: "an ONNX model", "a features.bin (2,000 frames
-    x 27 features)", ...), or None when it matches no known signature or toolkit layout."""
+    x 27 features)", "an empty file", "a text file", ...), or None when it matches no known signature,
+    toolkit layout or text."""
     try:
         size = os.path.getsize(path)
+        if size == 0:
+            return "an empty file"
         with open(path, "rb") as stream:
-            kind = _signature(stream.read(8))
+            head = stream.read(TEXT_SNIFF_BYTES)
+            kind = _signature(head)
             for describe in () if kind else LAYOUTS.values():
                 stream.seek(0)
                 kind = describe(_Walker(stream, size))
@@ -105,7 +123,7 @@ def file_kind(path):
                     break
     except (OSError, struct.error):
         return None
-    return kind
+    return kind or _text(head)
 
 
 def recognised(expected):
@@ -117,9 +135,18 @@ def recognised(expected):
             try:
                 return load(path, *args, **kwargs)
             except (InvalidFile, TruncatedFile) as error:
-                kind = file_kind(path)
-                if kind is None or kind.startswith(f"a {expected}"):
+                problem = another_kind(path, f"a {expected}")
+                if problem is None:
                     raise
-                raise InvalidFile(path, f"is {kind}, not a {expected}") from error
+                raise InvalidFile(path, problem) from error
         return loader
     return decorate
+
+
+def another_kind(path, expected):
+    """``"is <what it is>, not <expected>"`` (str) when the file at ``path`` is recognisably something else
+    than ``expected`` (a phrase: "a features.bin", "a training checkpoint (.pt)"), else None."""
+    kind = file_kind(path)
+    if kind is None or kind.startswith(expected):
+        return None
+    return f"is {kind}, not {expected}"

@@ -11,11 +11,14 @@ import os
 import numpy as np
 
 from motion_matching.atomic import atomic_write
-from motion_matching.errors import BvhError, MissingFile
+from motion_matching.errors import BvhError
+from motion_matching.toolkit.binary_io import open_for_reading
+from motion_matching.toolkit.sniff import TEXT_SNIFF_BYTES, file_kind
 
 POSITION_CHANNELS = ("Xposition", "Yposition", "Zposition")
 ROTATION_CHANNELS = ("Xrotation", "Yrotation", "Zrotation")
 CHANNEL_NAMES = POSITION_CHANNELS + ROTATION_CHANNELS
+BVH_KIND = "a BVH text file"  # as errors name it: "x.bin: is a features.bin (...), not a BVH text file"
 
 
 @dataclasses.dataclass
@@ -97,11 +100,12 @@ def _number(path, line, token, context):
 def read_bvh(path):
     """Parse the BVH file at ``path``; returns a ``Bvh`` (motion (F, C) float64, offsets (J, 3))."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as stream:
-            raw = stream.read()
-    except OSError as error:
-        raise MissingFile(path, f"cannot open BVH file: {error.strerror}") from None
+    with open_for_reading(path) as stream:
+        raw = stream.read()
+    if not raw:
+        raise BvhError(path, f"is an empty file, not {BVH_KIND}")
+    if b"\0" in raw[:TEXT_SNIFF_BYTES]:  # text never holds NUL bytes: this is some binary file
+        raise BvhError(path, f"is {file_kind(path) or 'a binary file'}, not {BVH_KIND}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
