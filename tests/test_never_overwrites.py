@@ -40,6 +40,7 @@ def toolkit(tmp_path_factory):
         archive.writestr("run/data.pkl", b"not a real checkpoint")
     (folder / "model.onnx").write_bytes(ONNX_BYTES)
     (folder / "notes.txt").write_text("my notes\n")
+    (folder / "empty.bin").write_bytes(b"")
     return folder
 
 
@@ -68,7 +69,7 @@ KINDS = {"features.bin": "a features.bin (600 frames x 27 features)",
          "database.bin": "a database.bin (600 frames x 23 bones)",
          "projector.bin": "a network .bin (27 inputs, 5 layers, 59 outputs)",
          "run.pt": "a zip archive (a training checkpoint, for example)",
-         "model.onnx": "an ONNX model", "notes.txt": "a text file"}
+         "model.onnx": "an ONNX model", "notes.txt": "a text file", "empty.bin": "an empty file"}
 
 
 @pytest.mark.parametrize("command", ["cache-info", "verify-cache"])
@@ -125,9 +126,10 @@ def test_build_cache_never_writes_over_a_file_that_cannot_be_a_cache(files, vict
     assert_unchanged(files)
 
 
-def test_build_cache_still_replaces_a_damaged_cache_with_force(files):
+@pytest.mark.parametrize("damaged", [b"not a cache", b"", bytes(100)], ids=["text", "empty", "zeros"])
+def test_build_cache_still_replaces_a_damaged_cache_with_force(files, damaged):
     with open("cache.h5", "wb") as stream:
-        stream.write(b"not a cache")
+        stream.write(damaged)
     result = invoke("build-cache", "--features", "features.bin", "--out", "cache.h5", "--queries", 4096)
     assert result.exit_code == 1
     words = suggested_build(result.output)

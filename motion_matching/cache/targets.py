@@ -15,13 +15,13 @@ CACHE_SUFFIXES = (".h5", ".hdf5")  # unrecognised bytes under such a name may be
 
 def not_a_cache(path):
     """Why the existing file at ``path`` cannot be a cache, not even a damaged one (str, "is a features.bin
-    (...), not a cache"), or None when it may be one: no file, HDF5, an empty file, or unrecognised bytes or
+    (...), not a cache"), or None when it may be one: no file, HDF5, or an empty file, unrecognised bytes or
     text under a cache's name (``.h5``, ``.hdf5``)."""
     path = os.fspath(path)
     if not os.path.isfile(path) or h5py.is_hdf5(path):
         return None
     kind = file_kind(path)
-    if kind == "an empty file" or (kind in (None, "a text file") and path.lower().endswith(CACHE_SUFFIXES)):
+    if kind in (None, "an empty file", "a text file") and path.lower().endswith(CACHE_SUFFIXES):
         return None
     return f"is {kind}, not a cache" if kind else "is neither HDF5 nor named like a cache (*.h5)"
 

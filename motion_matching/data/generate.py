@@ -117,10 +117,11 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     """
     check_extra_outputs(bvh_dir=bvh_dir, plot_path=plot_path)
     check_folder_name(out_dir)
-    check_replacing(out_dir, database_path=database_path, latent_path=latent_path, force=force)
     database, source = load_source_database(database_path=database_path, bvh_paths=bvh_paths,
                                             windows=windows, seed=seed, nframes=nframes)
     latent = None if latent_path is None else load_matching_latent(latent_path, database.nframes)
+    # after the inputs' own errors, before the features are computed and anything is written
+    check_replacing(out_dir, database_path=database_path, latent_path=latent_path, force=force)
     with output_folder(out_dir):
         paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
                                     write_database=database_path is None, source=source)
