@@ -3,6 +3,7 @@ never a traceback. Bad values come from each option's type (below a range, not a
 file, a folder for a file, an empty or garbage file, an unknown choice) plus the known cases."""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -166,9 +167,17 @@ def case_id(value):
     return value.name if isinstance(value, click.Parameter) else " ".join(value) if isinstance(value, list) else value
 
 
+BASE_OUTPUTS = ("generated", "trained", "evaluation", "demo", "built.h5", "exported.bin")  # what BASE writes
+
+
 def run_with(folder, monkeypatch, command, arguments, value, env=None):
-    """The result of ``command`` run in ``folder`` with "VALUE" in ``arguments`` replaced by ``value``."""
+    """The result of ``command`` run in ``folder`` with "VALUE" in ``arguments`` replaced by ``value``, after
+    removing what earlier runs of BASE wrote (an existing output is refused, and may be refused first)."""
     monkeypatch.chdir(folder)
+    for name in BASE_OUTPUTS:
+        shutil.rmtree(folder / name, ignore_errors=True)
+        if (folder / name).is_file():
+            (folder / name).unlink()
     with time_limit(120):
         return CliRunner().invoke(main, [command] + [value if word == "VALUE" else word for word in arguments],
                                   env=env)
