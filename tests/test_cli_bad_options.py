@@ -2,10 +2,7 @@
 never a traceback. Bad values come from each option's type (below a range, not a number, NaN, a missing
 file, a folder for a file, an empty or garbage file, an unknown choice) plus the known cases."""
 import os
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import click
 import pytest
@@ -85,7 +82,11 @@ def cases():
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """A folder with small valid toolkit files, a cache, a checkpoint and projector.bin, and bad files."""
-    folder = tmp_path_factory.mktemp("inputs")
+    return make_inputs(tmp_path_factory.mktemp("inputs"))
+
+
+def make_inputs(folder):
+    """Write into ``folder`` (a pathlib.Path) what the ``inputs`` fixture holds; returns ``folder``."""
     features_path, latent_path = write_small_toolkit_files(folder, nframes=400)
     write_database(folder / "database.bin", 400)
     build_balltree_cache(folder / "cache.h5", features_path, nqueries=300)
@@ -174,10 +175,8 @@ def run_with(folder, monkeypatch, command, arguments, value, env=None):
     """The result of ``command`` run in ``folder`` with "VALUE" in ``arguments`` replaced by ``value``, after
     removing what earlier runs of BASE wrote (an existing output is refused, and may be refused first)."""
     monkeypatch.chdir(folder)
-    for name in BASE_OUTPUTS:
-        shutil.rmtree(folder / name, ignore_errors=True)
-        if (folder / name).is_file():
-            (folder / name).unlink()
+    for path in map(folder.joinpath, BASE_OUTPUTS):
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     with time_limit(120):
         return CliRunner().invoke(main, [command] + [value if word == "VALUE" else word for word in arguments],
                                   env=env)
@@ -197,16 +196,12 @@ def assert_line(result, expected, parameter):
         assert line == expected
 
 
+@pytest.mark.parametrize("value, problem", [("missing.bin", "no such file"), ("folder", "is a folder, not a file")])
 @pytest.mark.parametrize("command, arguments, parameter", path_cases(InputFile), ids=case_id)
-def test_a_missing_input_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments, parameter):
-    result = run_with(inputs, monkeypatch, command, arguments, "missing.bin")
-    assert_line(result, "Error: missing.bin: no such file", parameter)
-
-
-@pytest.mark.parametrize("command, arguments, parameter", path_cases(InputFile), ids=case_id)
-def test_a_folder_as_an_input_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments, parameter):
-    result = run_with(inputs, monkeypatch, command, arguments, "folder")
-    assert_line(result, "Error: folder: is a folder, not a file", parameter)
+def test_a_missing_input_or_a_folder_is_the_same_line_in_every_command(inputs, monkeypatch, command, arguments,
+                                                                       parameter, value, problem):
+    result = run_with(inputs, monkeypatch, command, arguments, value)
+    assert_line(result, f"Error: {value}: {problem}", parameter)
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads a file of mode 000")
@@ -255,62 +250,3 @@ def test_a_folder_given_for_a_file_to_write_is_the_same_line_in_every_command(in
     option = parameter.opts[0]
     assert_line(result, f"Error: folder: is a folder but this {option} names a file to write; choose another "
                         f"{option}", parameter)
-
-
-# per command, an option and a bad value set through the environment, and the problem named after the variable
-ENVIRONMENT_CASES = [
-    ("generate-database", "--seed", "seed", "abc", "'abc' is not a valid integer range"),
-    ("build-cache", "--queries", "nqueries", "abc", "'abc' is not a valid integer range"),
-    ("verify-cache", "--sample", "sample", "-5", "-5 is not in the range x>=0"),
-    ("train", "--iterations", "iterations", "abc", "'abc' is not a valid integer"),
-    ("export", "--format", "format_", "bogus", "'bogus' is not one of 'bin', 'onnx'"),
-    ("evaluate", "--queries", "queries", "0", "0 is not in the range x>=1"),
-    ("demo", "--frames", "frames", "x", "'x' is not a valid integer range"),
-]
-
-
-@pytest.mark.parametrize("command, option, name, value, problem", ENVIRONMENT_CASES, ids=lambda value: str(value))
-def test_a_bad_value_from_the_environment_names_the_variable(inputs, monkeypatch, command, option, name, value,
-                                                             problem):
-    variable = f"MM_PROJECTOR_{command.upper().replace('-', '_')}_{name.upper()}"
-    result = run_with(inputs, monkeypatch, command, without(BASE[command], option), "", env={variable: value})
-    assert result.exit_code == 2, result.output
-    assert result.output == f"Error: {variable}: {problem}; it sets {option} (see 'main {command} --help')\n"
-
-
-def without(arguments, option):
-    """``arguments`` (list of str) without ``option`` and its value."""
-    if option not in arguments:
-        return list(arguments)
-    at = arguments.index(option)
-    return arguments[:at] + arguments[at + 2:]
-
-
-# the variables are named after the parameters (features_path), as click names them
-@pytest.mark.parametrize("command, arguments, variable", [
-    ("check-files", ["--latent", "latent.bin"], "MM_PROJECTOR_CHECK_FILES_FEATURES"),
-    ("cache-info", ["cache.h5"], "MM_PROJECTOR_CACHE_INFO_FEATURES_PATH")])
-def test_a_bad_path_from_the_environment_is_named_like_one_given_on_the_command_line(inputs, monkeypatch, command,
-                                                                                     arguments, variable):
-    result = run_with(inputs, monkeypatch, command, arguments, "", env={variable: "folder"})
-    assert result.exit_code == 1, result.output
-    assert last_line(result) == "Error: folder: is a folder, not a file"
-
-
-def test_an_option_the_library_refuses_from_the_environment_names_the_variable(inputs, monkeypatch):
-    result = run_with(inputs, monkeypatch, "train", BASE["train"], "", env={"MM_PROJECTOR_TRAIN_DEVICE": "bogus"})
-    assert result.exit_code == 1, result.output
-    assert last_line(result) == ("Error: MM_PROJECTOR_TRAIN_DEVICE: 'bogus' is not a torch device (cpu, cuda or "
-                                 "cuda:N); it sets --device")
-
-
-@pytest.mark.parametrize("script, variable, value, problem", [
-    ("train_projector.py", "MM_PROJECTOR_ITERATIONS", "abc", "'abc' is not a valid integer; it sets --iterations"),
-    ("generate_database.py", "MM_PROJECTOR_FRAMES", "abc", "'abc' is not a valid integer range; it sets --frames"),
-])
-def test_the_scripts_name_their_own_variables(inputs, script, variable, value, problem):
-    root = pathlib.Path(__file__).parent.parent
-    finished = subprocess.run([sys.executable, str(root / script)], cwd=inputs, capture_output=True, text=True,
-                              env={**os.environ, variable: value}, timeout=120)
-    assert finished.returncode == 2, finished.stderr
-    assert finished.stderr == f"Error: {variable}: {problem} (see '{script} --help')\n"

@@ -66,7 +66,8 @@ def test_damaged_checkpoint_is_refused_and_output_left_alone(tmp_path):
     damaged.write_bytes(good.read_bytes()[:200])
     out = tmp_path / "projector.bin"
     out.write_bytes(b"previous good file")
-    with pytest.raises(InvalidFile, match=r"damaged.pt: is a damaged checkpoint \(its zip archive is incomplete: cut short\?\)$"):
+    with pytest.raises(InvalidFile, match=r"damaged.pt: is a damaged checkpoint \(its zip archive is incomplete: "
+                                          r"cut short\?\)$"):
         export_network(damaged, out, force=True)  # even where --force would let it replace out
     assert out.read_bytes() == b"previous good file"
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".partial")] == []
