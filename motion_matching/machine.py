@@ -1,10 +1,13 @@
 """What the machine offers this process right now: its cores, and whether other processes are using them."""
 import os
 
+from motion_matching import threads
+
 
 def available_cores():
-    """CPU cores this process may run on (int): its affinity where the system has one, else every core."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """CPU cores this process may run on (int): its affinity where the system has one, else every core,
+    fewer under a cgroup CPU quota (``threads.available_cores``)."""
+    return threads.available_cores()
 
 
 def load_average():

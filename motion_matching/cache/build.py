@@ -34,6 +34,7 @@ from motion_matching.cache.rows import chunk_rows_for, rows_for
 from motion_matching.cache.targets import check_out
 from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, MotionMatchingError, StaleCache, WriteFailed
 from motion_matching.neighbours.search import DEFAULT_BACKEND, check_backend, make_searcher
+from motion_matching.threads import Sample, logged
 from motion_matching.toolkit import formats, recipe
 
 LOG = logging.getLogger(__name__)
@@ -219,7 +220,7 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
     ``BuildResult``. Raises ``CacheLocked`` if another build holds ``<out>.lock``, ``BuildInterrupted``
     on Ctrl-C (the partial file kept).
     """
-    started = time.monotonic()
+    started, sample = time.monotonic(), Sample()  # other processes' load, measured during setup
     out, partial = os.fspath(out), os.fspath(out) + ".partial"
     if nqueries < 1 or chunk_rows < 1:
         raise ValueError("nqueries and chunk_rows must be positive")
@@ -243,6 +244,7 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
         if state == "current":
             return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
         LOG.info("building the %s search over %s frames", backend, f"{features.shape[0]:,}")
+        threads = logged(sample.choice(threads), "searching").threads
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
         try:
             completed, resumed, searched = _write_partial(partial, features, searcher, wanted, progress=progress,

@@ -16,6 +16,8 @@ Layout: a dict saved with ``torch.save`` (a zip archive), one key each in ``CHEC
 - ``inputs``: ``{"features": sha256, "latent": sha256}`` hex digests of the files trained on;
 - ``rolling_loss``: float, the toolkit's rolling loss at ``step`` (None before the first iteration);
 - ``source``: "online" (BallTree searches) or "offline" (an exact-neighbour cache).
+- ``threads``: int, the torch threads the run trains on (``step.run_threads``); a resumed run without
+  ``--threads`` keeps it, since the fast step's results at batch 1,024 depend on the thread count.
 
 ``train._Run.write_checkpoint`` writes it; ``inputs.restore_checkpoint`` reads it back.
 """
@@ -33,7 +35,7 @@ CHECKPOINT_FORMAT = "mm-projector-checkpoint"
 CHECKPOINT_VERSION = 1
 CHECKPOINT_KIND = "a training checkpoint (.pt)"  # as errors name it: "x.bin: is a ..., not a training checkpoint"
 CHECKPOINT_KEYS = ("format", "version", "model", "optimizer", "scheduler", "step", "config", "rng", "inputs",
-                   "rolling_loss", "source")
+                   "rolling_loss", "source", "threads")
 
 
 def save_checkpoint(path, **contents):

@@ -136,6 +136,7 @@ def restore_checkpoint(run, path):
         run.optimizer.load_state_dict(payload["optimizer"])
         run.scheduler.load_state_dict(payload["scheduler"])
         run.step, run.rolling = int(payload["step"]), payload["rolling_loss"]
+        run.recorded_threads = payload.get("threads")  # checkpoints before the thread policy have none
         run.stream_state = payload["rng"].get("toolkit_stream")
         torch.set_rng_state(payload["rng"]["torch"])
         if "cuda" in payload["rng"] and run.device.type == "cuda":

@@ -5,7 +5,7 @@
 - ``"toolkit"``: the script's step: single-tensor AdamW (torch's CPU default), one thread unless
   ``--threads`` says otherwise, the loss read on the host after every step.
 - ``"fast"`` (the default): the same recipe computed cheaper: fused AdamW (one kernel for every
-  parameter), every available core, neighbours gathered into buffers made once, and
+  parameter), the cores free at the run's start (``run_threads``), neighbours gathered into buffers made once, and
   the losses kept on the device and read every ``read_every`` steps (``RollingLoss``), so a GPU never
   waits for the host. Its gradients come from ``torch.autograd.grad`` and go straight to torch's
   functional fused AdamW on the optimiser's own state: the same arithmetic as ``optimizer.step()``, bit
@@ -29,18 +29,28 @@ import dataclasses
 import torch
 from torch.optim.adamw import adamw as fused_adamw_update
 
-from motion_matching.neighbours.cells.common import available_cores
 from motion_matching.projector.objective import LossTerms, projector_losses
+from motion_matching.threads import Sample, ThreadChoice, available_cores, logged
 from motion_matching.toolkit import recipe
 
 ROLLING_KEEP, ROLLING_NEW = 0.99, 0.01  # the toolkit's rolling loss (written out: 1 - 0.99 != 0.01)
 
 
 def resolved_threads(config):
-    """Torch threads of a run: ``config.threads``, else every core (fast step) or 1 (toolkit step)."""
-    if config.threads is not None:
-        return config.threads
-    return available_cores() if config.step == "fast" else recipe.THREADS
+    """Torch threads of a run: ``config.threads``, else ``run_threads``'s choice (fast step) or 1 (toolkit step)."""
+    return run_threads(config).threads
+
+
+def run_threads(config, *, sample=None, recorded=None):
+    """The ``ThreadChoice`` of a run: ``config.threads``; 1 for the toolkit step; a resumed fast run's
+    ``recorded`` count (its results depend on it); else ``OMP_NUM_THREADS`` or the cores free at
+    ``sample``'s start (a ``threads.Sample``, default one taken now), saying so when cores were busy."""
+    if config.threads is not None or config.step != "fast":
+        return ThreadChoice(config.threads or recipe.THREADS, "option", available_cores())
+    choice = (sample or Sample()).choice()
+    if recorded is not None and choice.source == "measured":
+        choice = ThreadChoice(int(recorded), "checkpoint", choice.cores, choice.busy)
+    return logged(choice, "training")
 
 
 def native_bfloat16(device):

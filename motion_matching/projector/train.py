@@ -28,8 +28,9 @@ from motion_matching.projector.notes import log_run_notes
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
 from motion_matching.projector.rerun import continue_earlier_run
 from motion_matching.projector.schedule import LearningRateSchedule
-from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads, with_resolved_precision
+from motion_matching.projector.step import RollingLoss, TrainStep, run_threads, with_resolved_precision
 from motion_matching.projector.toolkit_batches import toolkit_online_batches
+from motion_matching.threads import RateWatch, Sample
 from motion_matching.toolkit import formats
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +106,12 @@ class _Run:
         self.losses = RollingLoss(read_every=PROGRESS_EVERY if config.step == "fast" else 1)
         self.in_step, self.stop_requested, self.searcher, self.source_name = False, False, None, "online"
         self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
+        self.threads = self.recorded_threads = self.watch = None
+
+    def use_threads(self, choice):
+        """Train on ``choice.threads`` torch threads (a ``ThreadChoice``), watching the rate for slowdowns."""
+        self.threads, self.watch = choice.threads, RateWatch(choice)
+        torch.set_num_threads(choice.threads)
 
     @property
     def rolling(self):
@@ -132,6 +139,8 @@ class _Run:
             self.write_checkpoint()
         if self.step % PROGRESS_EVERY == 0 or self.step == self.config.iterations:
             self.log_tensorboard(self.losses.read())
+            if self.watch is not None:
+                self.watch.observe(self.step)
 
     def loop(self, source):
         """Run iterations ``self.step .. iterations-1``; stops at a step boundary when asked to."""
@@ -180,7 +189,8 @@ class _Run:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         save_checkpoint(self.checkpoint_path, model=self.module.state_dict(), optimizer=self.optimizer.state_dict(),
                         scheduler=self.scheduler.state_dict(), step=self.step, config=self.config.to_dict(),
-                        rng=rng, inputs=self.inputs.hashes, rolling_loss=self.rolling, source=self.source_name)
+                        rng=rng, inputs=self.inputs.hashes, rolling_loss=self.rolling, source=self.source_name,
+                        threads=self.threads)
         LOG.debug("checkpoint after %d iterations written to %s", self.step, self.checkpoint_path)
 
     def nearest_searcher(self):
@@ -282,14 +292,16 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
     ``held_out_queries`` fresh queries (0: none) give ``result.held_out``.
     """
     check_folder_name(out_dir)
+    sample = Sample()  # other processes' load, measured while the run sets up
     inputs = load_inputs(features_path, latent_path, database_path)
     with contextlib.ExitStack() as stack:
         stack.enter_context(output_folder(out_dir))
-        stack.enter_context(torch_threads(resolved_threads(config)))
+        stack.enter_context(torch_threads(None))  # the previous count comes back at the end
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, plots=plots, tensorboard=tensorboard,
                    on_step=on_step)
         continued = continue_earlier_run(run, resume=resume, force=force)
         run.resumed_from = run.step
+        run.use_threads(run_threads(config, sample=sample, recorded=run.recorded_threads))
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         log_run_notes(run, source, continued=continued if resume is None else None)
         source.seek(run.step)

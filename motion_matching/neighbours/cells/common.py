@@ -7,9 +7,10 @@ The float32 unit roundoff both use is ``exact.UNIT_ROUNDOFF`` (the C loop derive
 ``FLT_EPSILON`` and exposes it as ``_cellsearch.ROUNDOFF``), rounded up by ``ROUND_UP``; a test pins
 these to the C loop's.
 """
-import os
 
 import numpy as np
+
+from motion_matching import threads
 
 KMEANS_ITERATIONS = 16
 KMEANS_SAMPLE_PER_CELL = 64  # k-means trains on at most this many frames per cell
@@ -81,5 +82,5 @@ def checked_sources(sources, nqueries, nframes):
 
 
 def available_cores():
-    """CPU cores this process may run on (int)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """CPU cores this process may run on (int): its affinity, fewer under a cgroup CPU quota."""
+    return threads.available_cores()
