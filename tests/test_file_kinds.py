@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from motion_matching import cache
-from motion_matching.errors import CorruptCache, InvalidFile, TruncatedFile
+from motion_matching.errors import CorruptCache, InvalidFile, MissingFile, TruncatedFile
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.sniff import file_kind
 
@@ -176,3 +176,28 @@ def test_a_damaged_checkpoint_in_out_is_refused_as_damaged_and_kept_until_force(
     assert checkpoint.read_bytes() == cut
     assert CliRunner().invoke(main, arguments + ["--force"]).exit_code == 0
     assert checkpoint.read_bytes()[:4] == b"PK\x03\x04"
+
+
+def _readers():
+    """Every reader of a file the user names, by what it reads (torch's only where torch is installed)."""
+    from motion_matching.data.bvh.text import read_bvh
+    readers = {**LOADERS, "cache": lambda path: cache.open_cache(path, features_path=path), "BVH": read_bvh}
+    try:
+        from motion_matching.projector.checkpoint import load_checkpoint
+        from motion_matching.projector.export import load_projector
+    except ImportError:  # no torch
+        return readers
+    return {**readers, "checkpoint": load_checkpoint, "projector": load_projector}
+
+
+@pytest.mark.parametrize("reader", ["features.bin", "latent.bin", "database.bin", "network .bin", "cache", "BVH",
+                                    "checkpoint", "projector"])
+def test_a_folder_or_a_missing_file_is_the_same_line_from_every_reader(tmp_path, reader):
+    read = _readers().get(reader)
+    if read is None:
+        pytest.skip(f"the {reader} reader needs torch, which is not installed")
+    (tmp_path / "folder").mkdir()
+    for name, problem in (("folder", "is a folder, not a file"), ("missing.bin", "no such file")):
+        with pytest.raises(MissingFile) as refusal:
+            read(tmp_path / name)
+        assert f"{refusal.value.path}: {refusal.value.problem}" == f"{tmp_path / name}: {problem}"

@@ -6,11 +6,12 @@ layers with weights stored (in, out); ``formats.save_network`` writes exactly th
 import logging
 import os
 
-from motion_matching.errors import InvalidFile, MissingFile, OverwriteRefused
+from motion_matching.errors import InvalidFile, OverwriteRefused
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.defaults import EXPORT_FORMATS
 from motion_matching.projector.model import module_from_state_dict, module_to_network, network_to_module
 from motion_matching.toolkit import formats
+from motion_matching.toolkit.binary_io import open_for_reading
 from motion_matching.toolkit.overwrite import same_file
 from motion_matching.toolkit.sniff import file_kind
 
@@ -23,9 +24,7 @@ _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive; a network .bin st
 
 def is_checkpoint(path):
     """True if ``path`` looks like a torch checkpoint (a zip archive) rather than a network .bin."""
-    if not os.path.isfile(path):
-        raise MissingFile(path, "no such file")
-    with open(path, "rb") as stream:
+    with open_for_reading(path) as stream:  # a missing file, a folder, an unreadable one: MissingFile saying which
         return stream.read(4) == _ZIP_MAGIC
 
 
