@@ -17,13 +17,17 @@ trajectory directions 21-26    (x, z) of the simulation direction (its rotation 
 Future frames are clamped to the last frame of the current frame's range. A group's offset is its
 per-column mean; its scale is the average of its per-column population standard deviations divided
 by the group's weight, so ``features = (raw - offset) / scale``.
+
+Everything is float32 in the C++'s order of operations (``float32_kinematics``, ``normalise``), so
+features.bin is the C++ builder's byte for byte.
 """
 import dataclasses
 
 import numpy as np
 
+from motion_matching.data import float32_kinematics as f32
 from motion_matching.errors import InvalidFile
-from motion_matching.toolkit import quat, skeleton
+from motion_matching.toolkit import skeleton
 from motion_matching.toolkit.formats import Database, Features
 
 TRAJECTORY_FRAMES = (20, 40, 60)
@@ -58,27 +62,35 @@ GROUPS = (("foot_position", 0, 3), ("foot_position", 3, 3), ("foot_velocity", 6,
 
 
 def raw_features(database, *, source="<database>"):
-    """Unnormalised matching features (F, 27) float64: metres, metres/second and unit directions."""
+    """Unnormalised matching features (F, 27) float32: metres, metres/second and unit directions.
+
+    Bit for bit the C++ builder's values: float32 throughout, in its order of operations.
+    """
     _check_database(database, source)
     parents = [int(parent) for parent in database.bone_parents]
     chain = _ancestors((skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS), parents)
-    # Only the bones on the feet's and hips' chains, renumbered, so float64 copies stay small.
-    arrays = [np.asarray(getattr(database, name)[:, chain], dtype=np.float64) for name in
-              ("bone_positions", "bone_velocities", "bone_rotations", "bone_angular_velocities")]
-    chain_parents = [chain.index(parents[bone]) if parents[bone] >= 0 else -1 for bone in chain]
-    bones = [chain.index(bone) for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS)]
-    positions, velocities, _, _ = quat.forward_kinematics_velocities(*arrays, chain_parents, bones=bones)
-    sim_position = arrays[0][:, chain.index(skeleton.SIMULATION)]
-    sim_rotation = arrays[2][:, chain.index(skeleton.SIMULATION)]
-    columns = [quat.inv_mul_vec(sim_rotation, positions[:, index] - sim_position) for index in (0, 1)]
-    columns += [quat.inv_mul_vec(sim_rotation, velocities[:, index]) for index in (0, 1, 2)]
+    local = [{bone: f32.components(getattr(database, name)[:, bone]) for bone in chain} for name in
+             ("bone_positions", "bone_velocities", "bone_rotations", "bone_angular_velocities")]
+    world = {bone: f32.forward_kinematics_velocity(*local, parents, bone)
+             for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS)}
+    sim_position = local[0][skeleton.SIMULATION]
+    sim_rotation = local[2][skeleton.SIMULATION]
+    inverse = f32.quat_inv(sim_rotation)
+    columns = []
+    for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT):
+        columns += f32.quat_mul_vec3(inverse, f32.sub(world[bone][0], sim_position))
+    for bone in (skeleton.LEFT_FOOT, skeleton.RIGHT_FOOT, skeleton.HIPS):
+        columns += f32.quat_mul_vec3(inverse, world[bone][1])
     future = [trajectory_indices(database, offset) for offset in TRAJECTORY_FRAMES]
-    forward = np.array([0.0, 0.0, 1.0])
-    for values in (lambda t: sim_position[t] - sim_position,
-                   lambda t: quat.mul_vec(sim_rotation[t], forward)):
-        for frames in future:
-            columns.append(quat.inv_mul_vec(sim_rotation, values(frames))[:, [0, 2]])
-    return np.concatenate(columns, axis=1)
+    for frames in future:
+        ahead = tuple(component[frames] for component in sim_position)
+        columns += f32.quat_mul_vec3(inverse, f32.sub(ahead, sim_position))[::2]
+    zeros = np.zeros(database.nframes, dtype=np.float32)
+    forward = (zeros, zeros, np.ones_like(zeros))
+    for frames in future:
+        ahead = tuple(component[frames] for component in sim_rotation)
+        columns += f32.quat_mul_vec3(inverse, f32.quat_mul_vec3(ahead, forward))[::2]
+    return np.stack(columns, axis=1)
 
 
 def trajectory_indices(database, offset):
@@ -94,21 +106,40 @@ def trajectory_indices(database, offset):
 def normalise(raw, *, weights=DEFAULT_WEIGHTS, source="<database>"):
     """Normalise raw features (F, 27) group by group; returns ``Features`` (float32 arrays).
 
+    In float32 like the C++ (``normalize_feature``): each mean and variance summed frame after
+    frame, ``raw / F`` and ``(raw - offset)**2 / F`` term by term; a group's std is the running
+    sum of ``sqrt(variance) / width`` over its columns, its scale ``std / weight``.
     Raises ``InvalidFile`` naming ``source`` when a group is constant (its scale would be zero).
     """
     check_weights(weights)
-    raw = np.asarray(raw, dtype=np.float64)
-    offset = raw.mean(axis=0)
+    raw = np.asarray(raw, dtype=np.float32)
+    rows = np.float32(len(raw))
+    offset = sequential_sum(raw / rows)
+    variance = sequential_sum(np.square(raw - offset) / rows)
     scale = np.empty_like(offset)
     for name, first, width in GROUPS:
-        columns = slice(first, first + width)
-        std = np.sqrt(np.mean((raw[:, columns] - offset[columns]) ** 2, axis=0)).mean()
-        scale[columns] = std / getattr(weights, name)
-    if not (scale > 0).all():
-        dead = sorted({name for name, first, width in GROUPS if not scale[first] > 0})
+        std = np.float32(0.0)
+        for column in range(first, first + width):
+            std = std + np.sqrt(variance[column]) / np.float32(width)
+        scale[first:first + width] = std / np.float32(getattr(weights, name))
+    # A constant column's float32 mean need not be its value exactly: test the raw values themselves.
+    varies = (raw != raw[:1]).any(axis=0)
+    dead = sorted({name for name, first, width in GROUPS
+                   if not (scale[first] > 0 and varies[first:first + width].any())})
+    if dead:
         raise InvalidFile(source, f"feature group(s) {', '.join(dead)} do not vary over the database")
-    features = (raw - offset) / scale
-    return Features(features.astype(np.float32), offset.astype(np.float32), scale.astype(np.float32))
+    return Features((raw - offset) / scale, offset, scale)
+
+
+def sequential_sum(values):
+    """Column sums of ``values`` (F, N) in float32, added frame after frame like a C loop; (N,).
+
+    ``np.cumsum`` adds in order by definition; ``np.sum``'s order depends on the memory layout
+    (pairwise along a contiguous axis), and each order rounds differently.
+    """
+    if len(values) == 0:
+        return np.zeros(values.shape[1:], dtype=np.float32)
+    return np.cumsum(values, axis=0, dtype=np.float32)[-1]
 
 
 def compute_features(database, *, weights=DEFAULT_WEIGHTS, source="<database>"):
