@@ -3,10 +3,13 @@ import functools
 import importlib
 import logging
 import os
+import sys
 
 import click
 
 from motion_matching.errors import InvalidOption, MotionMatchingError
+from motion_matching.interrupts import INTERRUPTED_EXIT as INTERRUPTED_EXIT  # the commands' exit code
+from motion_matching.interrupts import exit_interrupted, interrupts_exit
 
 # the module of motion_matching.cli that registers each command, and the command's one-line summary
 # (its ``short_help``); a module is imported only when its command runs, so that ``--help`` and the
@@ -23,7 +26,6 @@ COMMANDS = {
     "train": ("train", "Train the projector (online, or --offline from a cache)."),
 }
 COMMAND_MODULES = {name: module for name, (module, _) in COMMANDS.items()}
-INTERRUPTED_EXIT = 130  # the shell's code for a run stopped by Ctrl-C
 USAGE_EXIT = 2  # click's status for a usage error, kept: scripts tell it from a failed run (1)
 # every option can also come from the environment: MM_PROJECTOR_<COMMAND>_<OPTION>, e.g. MM_PROJECTOR_TRAIN_THREADS
 ENV_PREFIX = "MM_PROJECTOR"
@@ -76,20 +78,58 @@ def _naming_the_variable(error):
     return f"{variable}: {error.message.rstrip('.')}; it sets {parameter.opts[0]}"
 
 
-class OneLineErrors:
-    """Mixin for click commands and groups: usage errors (unknown option, bad value) print one line."""
-
-    def make_context(self, *args, **kwargs):
+def _standalone(run):
+    """click's standalone mode around ``run()`` (its ``main`` in non-standalone mode), with every Ctrl-C,
+    wherever it lands, sent to ``exit_interrupted``."""
+    with interrupts_exit():
         try:
-            return super().make_context(*args, **kwargs)
-        except click.UsageError as error:
-            raise _one_line(error) from None
+            status = run()
+        except click.Abort as abort:  # click's name for a KeyboardInterrupt (or an EOF at a prompt)
+            if isinstance(abort.__cause__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        sys.exit(status if isinstance(status, int) else 0)  # an int: a ctx.exit(code); else a callback's value
+
+
+class InterruptibleContext(click.Context):
+    """A click context whose closing, after the command ran, also turns Ctrl-C into the one-line exit."""
+
+    def __exit__(self, kind, value, traceback):
+        with interrupts_exit():
+            super().__exit__(kind, value, traceback)
+            if kind is not None and issubclass(kind, KeyboardInterrupt):
+                exit_interrupted()
+
+
+class OneLineErrors:
+    """Mixin for click commands and groups: usage errors (unknown option, bad value) print one line, and
+    Ctrl-C at any moment prints one line and exits 130 (click says ``Aborted!`` and exits 1)."""
+
+    context_class = InterruptibleContext
+
+    def main(self, *args, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **extra)
+        return _standalone(functools.partial(super().main, *args, standalone_mode=False, **extra))
+
+    # Ctrl-C is turned into the exit here, inside click's main, which would first print an empty line
+    def make_context(self, *args, **kwargs):
+        with interrupts_exit():
+            try:
+                return super().make_context(*args, **kwargs)
+            except click.UsageError as error:
+                raise _one_line(error) from None
 
     def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as error:
-            raise _one_line(error) from None
+        with interrupts_exit():
+            try:
+                return super().invoke(ctx)
+            except click.UsageError as error:
+                raise _one_line(error) from None
 
 
 class Command(OneLineErrors, click.Command):
@@ -123,6 +163,8 @@ def main():
     """Train the Learned Motion Matching projector from the toolkit's files, fast and exactly."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("faiss").setLevel(logging.WARNING)  # its loader reports which CPU build it picked
+    # torch's own default, set before it loads: a Ctrl-C inside its import would leave its INFO lines at exit
+    logging.getLogger("torch").setLevel(logging.WARNING)
 
 
 def reports_errors(command):

@@ -10,6 +10,7 @@ import click
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FOLDER
 from motion_matching.cli.progress import ProgressBar, training_note
+from motion_matching.interrupts import exit_interrupted
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.defaults import HELD_OUT_QUERIES
 from motion_matching.projector.recipes import RECIPES, recipe_config, recipe_settings
@@ -123,8 +124,7 @@ def run_training(*, quiet, database_path, **options):
         sys.exit(INTERRUPTED_EXIT)
     except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
         bar.close()
-        click.echo("interrupted; the files written so far are complete", err=True)
-        sys.exit(INTERRUPTED_EXIT)
+        exit_interrupted()  # the line of every other moment: no file is half-written
     finally:
         bar.close()
     click.echo(describe_result(result))
