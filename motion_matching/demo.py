@@ -28,12 +28,14 @@ from motion_matching.toolkit.sniff import file_kind
 STEPS = ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
          "evaluate on held-out queries")
 TOOLKIT_FILES = ("database.bin", "features.bin", "latent.bin")
+ONNX_NAME, EVALUATION_FOLDER = "projector.onnx", "evaluation"
 
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
     """Sizes of a demo run; the defaults (the ``fast`` recipe as it is, on the 50,000-frame synthetic database
-    that ``REFERENCE`` was measured on) finish in about 7 minutes on 2 cores.
+    that ``REFERENCE`` was measured on); on 2 idle cores the cache and the training take 71 s and 4 min 46 s in
+    the recorded benchmark runs, 52 s and 2 min 21 s in a fresh-clone run (README, "Measured").
 
     ``iterations`` and ``batch_size`` None: the recipe's.
     """
@@ -81,6 +83,17 @@ def _refuse_other_demo(out_dir, made_dir, config):
     if problem is not None:
         raise MismatchedFiles(checkpoint, f"holds another demo's training ({problem}); choose another --out, or "
                                           "pass --force to replace it")
+    _refuse_other_outputs(out_dir)
+
+
+def _refuse_other_outputs(out_dir):
+    """Raise ``OverwriteRefused`` if the export or the evaluation would replace files the demo did not write:
+    said before the demo trains, not after."""
+    from motion_matching.projector import evaluate, export
+    onnx_path = os.path.join(out_dir, ONNX_NAME)
+    if _exports_onnx() and os.path.lexists(onnx_path) and file_kind(onnx_path) != "an ONNX model":
+        export.check_out(None, onnx_path)
+    evaluate.check_replacing(os.path.join(out_dir, EVALUATION_FOLDER))
 
 
 def _place_toolkit_files(out_dir, made_dir):
@@ -124,14 +137,18 @@ def _make_toolkit_files(out_dir, settings, config, *, force):
             return _place_toolkit_files(out_dir, made_dir)
 
 
-def _export(checkpoint_path, network_path, out_dir):
+def _exports_onnx():
+    return importlib.util.find_spec("onnx") is not None  # an optional extra; the .bin is the runtime's file
+
+
+def _export(checkpoint_path, network_path, out_dir, *, force):
     """The export step: the runtime .bin (written by training) and, with the optional onnx extra, ONNX."""
     from motion_matching.projector import export
     exported = {"projector (runtime .bin)": network_path}
-    if importlib.util.find_spec("onnx") is not None:  # an optional extra; the .bin is the runtime's file
-        onnx_path = os.path.join(out_dir, "projector.onnx")
-        rerun = file_kind(onnx_path) == "an ONNX model"  # a rerun exports again; another kind of file stays
-        export.export_network(checkpoint_path, onnx_path, format="onnx", force=rerun)
+    if _exports_onnx():
+        onnx_path = os.path.join(out_dir, ONNX_NAME)
+        rerun = file_kind(onnx_path) == "an ONNX model"  # a rerun exports again; another kind of file needs force
+        export.export_network(checkpoint_path, onnx_path, format="onnx", force=force or rerun)
         exported["projector (ONNX)"] = onnx_path
     return exported
 
@@ -160,11 +177,12 @@ def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda s
                                         progress=train_progress, force=force)
         paths.update(projector=trained.network_path, checkpoint=trained.checkpoint_path)
     with step(STEPS[3]) as paths:
-        paths.update(_export(trained.checkpoint_path, trained.network_path, out_dir))
+        paths.update(_export(trained.checkpoint_path, trained.network_path, out_dir, force=force))
     with step(STEPS[4]) as paths:
         evaluation = evaluate.evaluate_files(trained.network_path, files["features"], files["latent"],
-                                             os.path.join(out_dir, "evaluation"),
-                                             nqueries=settings.evaluation_queries, threads=settings.threads)
+                                             os.path.join(out_dir, EVALUATION_FOLDER),
+                                             nqueries=settings.evaluation_queries, threads=settings.threads,
+                                             force=force)
         paths.update({"report": evaluation["files"][0],
                       "plots (PNG: truth, output and query per column)": evaluation["files"][1:]})
     return DemoResult(evaluation, trained, seconds)

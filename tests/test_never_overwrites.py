@@ -1,6 +1,7 @@
 """No command writes over a file it did not write without --force, some never even with it, and no rebuild
 command that an error suggests would do so: each refusal is one line, exit 1, and the file keeps its bytes."""
 import hashlib
+import json
 import os
 import shlex
 import zipfile
@@ -14,6 +15,7 @@ from motion_matching.cli import main
 from motion_matching.data.generate import write_toolkit_files
 from motion_matching.data.synthetic import locomotion
 from motion_matching.toolkit import formats
+from motion_matching.toolkit.sniff import file_kind
 
 from conftest import TOOLKIT_NETWORKS, needs_torch
 
@@ -244,3 +246,180 @@ def test_generate_database_from_another_database_refuses_the_files_in_out(files,
     assert result.output.splitlines()[-1] == (f"recomputed features.bin from {other / 'database.bin'} (kept as it "
                                               "is)")
     assert sha256("latent.bin") == files["latent.bin"] and sha256("database.bin") == files["database.bin"]
+
+
+def png(path, *, software=None):
+    """Write a small PNG at ``path`` (matplotlib), tagged ``Software: software`` when given."""
+    matplotlib = pytest.importorskip("matplotlib", reason="the plots are written with matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+    figure = pyplot.figure(figsize=(1, 1))
+    figure.savefig(path, format="png", metadata={"Software": software} if software else None)
+    pyplot.close(figure)
+
+
+def digests_of(folder="."):
+    """{relative path: SHA-256} of every file under ``folder``."""
+    return {os.path.relpath(os.path.join(root, name), folder): sha256(os.path.join(root, name))
+            for root, _, names in os.walk(folder) for name in names}
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["", "force"])
+def test_generate_database_replaces_an_existing_plot_only_with_force(files, force):
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib")
+    result = generate("--out", "new", "--plot", "notes.txt", *force)
+    if not force:
+        assert result.exit_code == 1
+        assert result.output == "Error: notes.txt: exists; pass --force to replace it, or choose another --plot\n"
+        assert_unchanged(files)  # refused before anything is written: no new/ either
+        return
+    assert result.exit_code == 0, result.output
+    assert open("notes.txt", "rb").read(8) == b"\x89PNG\r\n\x1a\n" and len(os.listdir("new")) == 3
+
+
+@pytest.mark.parametrize("present, also", [(1, ""), (2, ", as does range_001.bvh"),
+                                           (4, ", as do range_001.bvh and 2 more")])
+def test_generate_database_replaces_existing_bvh_files_only_with_force(files, present, also):
+    os.mkdir("bvh")
+    for index in range(present):  # the 600-frame database has 4 ranges: range_000.bvh ... range_003.bvh
+        with open(f"bvh/range_{index:03d}.bvh", "w") as stream:
+            stream.write(f"my clip {index}\n")
+    before = digests_of()
+    result = generate("--out", "new", "--write-bvh", "bvh")
+    assert result.exit_code == 1
+    them = "them" if also else "it"
+    assert result.output == (f"Error: bvh/range_000.bvh: exists{also}; pass --force to replace {them}, or choose "
+                             "another --write-bvh\n")
+    assert digests_of() == before
+    result = generate("--out", "new", "--write-bvh", "bvh", "--force")
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir("bvh")) == [f"range_{index:03d}.bvh" for index in range(4)]
+    assert all(sha256(f"bvh/range_{index:03d}.bvh") != before[f"bvh/range_{index:03d}.bvh"] for index in range(present))
+
+
+def test_generate_database_never_writes_over_its_own_inputs(files):
+    from motion_matching.data.bvh.exporter import write_database_bvh
+    write_database_bvh(formats.load_database("database.bin"), "clips", ranges=[0])
+    before = digests_of()
+    result = invoke("generate-database", "--bvh", "clips/range_000.bvh", "--out", "new", "--write-bvh", "clips",
+                    "--force")
+    assert result.exit_code == 1
+    assert result.output == ("Error: clips/range_000.bvh: is an input of this run (--bvh); generate-database never "
+                             "writes over it (choose another --write-bvh)\n")
+    result = invoke("generate-database", "--database", "database.bin", "--plot", "./database.bin", "--force")
+    assert result.exit_code == 1
+    assert result.output == ("Error: ./database.bin: is an input of this run (--database); generate-database never "
+                             "writes over it (choose another --plot)\n")
+    assert digests_of() == before
+
+
+def evaluate_into(out, *arguments):
+    return invoke("evaluate", "--projector", "projector.bin", "--out", out, "--queries", 200, *arguments)
+
+
+EVALUATION_VICTIMS = {"text": ("evaluation.json", lambda path: open(path, "w").write("my notes\n")),
+                      "json": ("evaluation.json", lambda path: open(path, "w").write('{"top1": 0.31}\n')),
+                      "png": ("projector_X.png", png),
+                      "train's png": ("projector_Z.png", lambda path: png(path, software="mm-projector train"))}
+
+
+@pytest.mark.parametrize("victim", sorted(EVALUATION_VICTIMS))
+def test_evaluate_replaces_only_its_own_files_without_force(files, victim):
+    needs_torch()
+    name, write = EVALUATION_VICTIMS[victim]
+    os.mkdir("eval")
+    write(os.path.join("eval", name))
+    before = digests_of()
+    result = evaluate_into("eval")
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {os.path.join('eval', name)}: exists (not written by evaluate); pass --force "
+                             "to replace it, or choose another --out\n")
+    assert digests_of() == before
+    assert evaluate_into("eval", "--force").exit_code == 0
+    assert sha256(os.path.join("eval", name)) != before[os.path.join("eval", name)]
+    again = evaluate_into("eval")  # its own files, from the run just made: replaced without asking
+    assert again.exit_code == 0, again.output
+
+
+def test_evaluate_names_the_first_of_several_files_it_did_not_write(files):
+    needs_torch()
+    os.mkdir("eval")
+    for name in ("evaluation.json", "projector_X.png", "projector_Z.png"):
+        open(os.path.join("eval", name), "w").write("mine\n")
+    before = digests_of()
+    result = evaluate_into("eval")
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {os.path.join('eval', 'evaluation.json')}: exists, as do projector_X.png and "
+                             "projector_Z.png (not written by evaluate); pass --force to replace them, or choose "
+                             "another --out\n")
+    assert digests_of() == before
+    assert evaluate_into("eval", "--no-plots").exit_code == 1  # the report alone is still not evaluate's
+
+
+def train_into(out, *arguments):
+    return invoke("train", "--features", "features.bin", "--latent", "latent.bin", "--out", out, "--iterations", 2,
+                  "--batch-size", 8, "--hidden", 16, "--save-every", 1, "--quiet", *arguments)
+
+
+def test_train_plots_replace_only_trainings_own_without_force(files):
+    needs_torch()
+    pytest.importorskip("matplotlib", reason="--plots needs matplotlib")
+    os.mkdir("run")
+    png(os.path.join("run", "projector_X.png"), software="mm-projector evaluate")
+    before = digests_of()
+    result = train_into("run", "--plots")
+    assert result.exit_code == 1
+    assert result.output == (f"Error: {os.path.join('run', 'projector_X.png')}: exists (not written by train); pass "
+                             "--force to replace it, or choose another --out\n")
+    assert digests_of() == before  # refused before training: no checkpoint, no projector.bin
+    assert train_into("run", "--plots", "--force").exit_code == 0
+    assert sha256(os.path.join("run", "projector_X.png")) != before[os.path.join("run", "projector_X.png")]
+    longer = train_into("run", "--plots", "--iterations", 4)  # its own plots: continued without asking
+    assert longer.exit_code == 0, longer.output
+
+
+def test_train_tensorboard_adds_files_beside_a_users_own(files):
+    needs_torch()
+    pytest.importorskip("tensorboard", reason="--tensorboard needs the optional tensorboard package")
+    os.mkdir("logs")
+    open(os.path.join("logs", "notes.txt"), "w").write("mine\n")
+    before = digests_of("logs")
+    assert train_into("run", "--tensorboard", "logs").exit_code == 0
+    after = digests_of("logs")
+    assert {name: after[name] for name in before} == before and len(after) > len(before)
+
+
+def test_export_split_replaces_an_existing_file_only_with_force(checkpoint):
+    result = invoke("export", "run.pt", "--out", "notes.txt", "--format", "onnx", "--split")
+    assert result.exit_code == 1
+    assert result.output == "Error: notes.txt: exists and is a text file; pass --force to replace it\n"
+    assert_unchanged(checkpoint)
+
+
+DEMO = ["--frames", 1000, "--iterations", 4, "--recipe", "toolkit"]
+
+
+def test_demo_force_reaches_the_export_and_the_evaluation_and_refuses_before_training(files):
+    needs_torch()
+    pytest.importorskip("onnx", reason="the demo exports ONNX only with the optional [onnx] extra")
+    os.makedirs(os.path.join("demo", "evaluation"))
+    open(os.path.join("demo", "projector.onnx"), "w").write("my notes\n")
+    open(os.path.join("demo", "evaluation", "evaluation.json"), "w").write("my notes\n")
+    before = digests_of()
+    result = invoke("demo", "--out", "demo", *DEMO)
+    assert result.exit_code == 1
+    onnx_path = os.path.join("demo", "projector.onnx")
+    assert result.stderr == f"Error: {onnx_path}: exists and is a text file; pass --force to replace it\n"
+    os.remove(onnx_path)
+    del before[onnx_path]
+    result = invoke("demo", "--out", "demo", *DEMO)
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: {os.path.join('demo', 'evaluation', 'evaluation.json')}: exists (not written "
+                             "by evaluate); pass --force to replace it, or choose another --out\n")
+    assert digests_of() == before  # refused before anything was generated, built or trained
+    open(onnx_path, "w").write("my notes\n")
+    result = invoke("demo", "--out", "demo", *DEMO, "--force")
+    assert result.exit_code == 0, result.output
+    assert file_kind(onnx_path) == "an ONNX model"
+    with open(os.path.join("demo", "evaluation", "evaluation.json")) as stream:
+        assert json.load(stream)["format"] == "motion-matching-projector-evaluation"

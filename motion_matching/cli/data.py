@@ -62,7 +62,9 @@ def _check_sources(database, bvh, windows):
               help="Columns of the stand-in latent.")
 @click.option("--write-bvh", type=OUTPUT_FOLDER, help="Also write every range as BVH into this folder.")
 @click.option("--plot", type=OUTPUT_FILE, help="Also write a PNG of a few feature columns.")
-@click.option("--force", is_flag=True, help="Replace database.bin, features.bin and latent.bin already in --out.")
+@click.option("--force", is_flag=True,
+              help="Replace database.bin, features.bin and latent.bin already in --out, an existing --plot and the "
+                   "BVH files already in --write-bvh.")
 @reports_errors
 def generate_database(out, seed, frames, seconds, database, bvh, window, weights, latent_path, nlatent,
                       write_bvh, plot, force):

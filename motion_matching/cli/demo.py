@@ -32,7 +32,8 @@ def _print_paths(paths):
 @click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
 @click.option("--threads", type=click.IntRange(min=1),
               help="CPU threads for search and training [default: every core].")
-@click.option("--force", is_flag=True, help="Replace the files of another demo found in --out.")
+@click.option("--force", is_flag=True,
+              help="Replace the files of another demo found in --out, and others of the names it writes.")
 @reports_errors
 def demo(out, frames, recipe, iterations, batch_size, threads, force):
     """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.

@@ -48,8 +48,9 @@ def export(source, out, format_, split, force):
               help="Exact nearest-neighbour search.")
 @click.option("--threads", type=click.IntRange(min=1), help="Threads for the search.")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Write projector_X.png and projector_Z.png.")
+@click.option("--force", is_flag=True, help="Replace files of those names in FOLDER that evaluate did not write.")
 @reports_errors
-def evaluate(projector, features, latent, out, queries, seed, backend, threads, plots):
+def evaluate(projector, features, latent, out, queries, seed, backend, threads, plots, force):
     """Evaluate a projector on held-out queries: L1 errors, loss terms and match accuracy.
 
     Example: mm-projector evaluate --projector projector.bin --features features.bin
@@ -57,7 +58,7 @@ def evaluate(projector, features, latent, out, queries, seed, backend, threads, 
     """
     from motion_matching.projector.evaluate import evaluate_files  # torch: loaded when run, not for --help
     report = evaluate_files(projector, features, latent, out, nqueries=queries, seed=seed, backend=backend,
-                            threads=threads, plots=plots)
+                            threads=threads, plots=plots, force=force)
     click.echo(format_report(report))
 
 

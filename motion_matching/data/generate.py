@@ -4,6 +4,7 @@ Sources: the synthetic locomotion generator, an existing database.bin (recompute
 latent after editing it), or BVH files (via ``bvh.importer``, imported lazily). This is the library
 side of ``generate_database.py`` and ``mm-projector generate-database``.
 """
+import itertools
 import logging
 import os
 import time
@@ -14,7 +15,7 @@ from motion_matching.data.latent import DEFAULT_NLATENT, compute_latent, load_ma
 from motion_matching.data.synthetic import locomotion
 from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, OverwriteRefused, WriteFailed
 from motion_matching.toolkit.formats import load_database, save_database, save_features, save_latent
-from motion_matching.toolkit.overwrite import same_file
+from motion_matching.toolkit.overwrite import refuse_existing, same_file
 
 LOG = logging.getLogger(__name__)
 
@@ -74,16 +75,30 @@ def check_replacing(out_dir, *, database_path=None, latent_path=None, force=Fals
     (recomputing them is the job; that database.bin is never written), and a latent.bin that is ``latent_path``."""
     names = ("features", "latent") if database_path is not None else ("database", "features", "latent")
     in_place = database_path is not None and same_file(database_path, os.path.join(out_dir, "database.bin"))
-    if force or in_place:
+    if in_place:
         return
-    existing = [os.path.join(out_dir, f"{name}.bin") for name in names]
-    existing = [path for path in existing if os.path.lexists(path) and not (
-        latent_path is not None and same_file(latent_path, path))]
-    if existing:
-        others = [os.path.basename(path) for path in existing[1:]]
-        also = f", as {'do' if len(others) > 1 else 'does'} {' and '.join(others)}" if others else ""
-        raise OverwriteRefused(existing[0], f"exists{also}",
-                               option=f"--force to replace {'them' if others else 'it'}, or choose another --out")
+    refuse_existing([os.path.join(out_dir, f"{name}.bin") for name in names], force=force,
+                    ours=lambda path: latent_path is not None and same_file(latent_path, path))
+
+
+def check_extra_replacing(database, *, inputs, bvh_dir=None, plot_path=None, force=False):
+    """Raise ``OverwriteRefused`` naming an existing ``plot_path``, or the first of the ``range_NNN.bvh`` files
+    of ``database`` already in ``bvh_dir``, unless ``force`` (like the toolkit files, they may be a user's),
+    and, even with it, one that is one of ``inputs`` ({option: [paths]}, the files this run reads)."""
+    outputs = {"--plot": [plot_path] if plot_path is not None else []}
+    if bvh_dir is not None:
+        from motion_matching.data.bvh.exporter import bvh_paths
+        outputs["--write-bvh"] = bvh_paths(database, bvh_dir)
+    for choose, paths in outputs.items():
+        for path, (option, source) in itertools.product(paths, _input_files(inputs)):
+            if same_file(path, source):
+                raise OverwriteRefused(path, f"is an input of this run ({option}); generate-database never "
+                                             f"writes over it (choose another {choose})")
+        refuse_existing(paths, force=force, choose=choose)
+
+
+def _input_files(inputs):
+    return [(option, path) for option, paths in inputs.items() for path in paths if path is not None]
 
 
 def load_source_database(*, database_path=None, bvh_paths=(), windows=None, seed=0,
@@ -113,7 +128,7 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     Keys: "database" (not when ``database_path`` is given: that file is left as it is), "features",
     "latent", and "bvh" (list, with ``bvh_dir``) and "plot" (with ``plot_path``). ``latent_path``
     keeps a user's latent instead of the stand-in; its frame count must match the database. Existing
-    toolkit files in ``out_dir`` are replaced only with ``force`` (see ``check_replacing``).
+    toolkit files in ``out_dir``, the plot and BVH files are replaced only with ``force`` (see ``check_replacing``).
     """
     check_extra_outputs(bvh_dir=bvh_dir, plot_path=plot_path)
     check_folder_name(out_dir)
@@ -122,6 +137,8 @@ def generate_files(out_dir, *, database_path=None, bvh_paths=(), windows=None, s
     latent = None if latent_path is None else load_matching_latent(latent_path, database.nframes)
     # after the inputs' own errors, before the features are computed and anything is written
     check_replacing(out_dir, database_path=database_path, latent_path=latent_path, force=force)
+    check_extra_replacing(database, bvh_dir=bvh_dir, plot_path=plot_path, force=force,
+                          inputs={"--database": [database_path], "--bvh": list(bvh_paths), "--latent": [latent_path]})
     with output_folder(out_dir):
         paths = write_toolkit_files(out_dir, database, weights=weights, latent=latent, nlatent=nlatent,
                                     write_database=database_path is None, source=source)

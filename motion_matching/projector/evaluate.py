@@ -24,6 +24,7 @@ from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.defaults import EVALUATION_QUERIES
 from motion_matching.projector.export import is_checkpoint, load_projector
 from motion_matching.toolkit import formats
+from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
 
 LOG = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ DEFAULT_QUERIES = EVALUATION_QUERIES
 MATCH_K = 5
 LEVEL_EDGES = (0.0, 0.25, 0.5, 0.75, 1.0)  # bins of the noise level u of each query
 REPORT_NAME = "evaluation.json"
+REPORT_FORMAT = "motion-matching-projector-evaluation"  # its "format" key: evaluate replaces only its own report
 _TIE_TOLERANCE = 1e-5  # relative; float32 distances closer than this are a tie
 
 
@@ -131,13 +133,14 @@ def evaluate_projector(module, features, latent, *, nqueries=DEFAULT_QUERIES, se
 
 
 def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=DEFAULT_QUERIES,
-                   seed=HELD_OUT_SEED, backend=DEFAULT_BACKEND, threads=None, plots=True, config=None):
+                   seed=HELD_OUT_SEED, backend=DEFAULT_BACKEND, threads=None, plots=True, config=None, force=False):
     """Evaluate the projector file (checkpoint or network .bin) and write ``out_dir/evaluation.json``.
 
     The loss terms use the training settings of the run: those a checkpoint holds, else ``config``
     (default: ``TrainConfig()``, the toolkit's), since a network .bin does not record them.
     With ``plots`` also writes ``projector_X.png`` and ``projector_Z.png`` (needs matplotlib). A checkpoint
     trained on other files than these (their SHA-256 differ from those it records) gets a one-line warning.
+    Files of those names that evaluate did not write are replaced only with ``force`` (``check_replacing``).
     Returns the report dict, with ``files`` (what was written) and the inputs' paths and SHA-256.
     """
     check_folder_name(out_dir)
@@ -150,6 +153,7 @@ def evaluate_files(projector, features_path, latent_path, out_dir, *, nqueries=D
     if module.sizes[0] != nfeatures or module.sizes[-1] != nfeatures + nlatent:
         raise MismatchedFiles(projector, f"maps {module.sizes[0]} -> {module.sizes[-1]} values but the data "
                                          f"need {nfeatures} -> {nfeatures} + {nlatent}")
+    check_replacing(out_dir, plots=plots, force=force)
     digests = {"features": file_sha256(features_path), "latent": file_sha256(latent_path)}
     note = other_inputs_note(projector, {"features": features_path, "latent": latent_path}, digests)
     if note is not None:
@@ -176,8 +180,30 @@ def other_inputs_note(projector, paths, digests):
             "these numbers are for other data than its training's")
 
 
+def written_by_evaluate(path):
+    """True if ``path`` is a file that evaluate wrote: a JSON report of ``REPORT_FORMAT``, or a PNG it tagged."""
+    if os.path.basename(path) != REPORT_NAME:
+        return png_writer(path) == writer_tag("evaluate")
+    try:
+        with open(path, encoding="utf-8") as stream:
+            report = json.load(stream)
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and report.get("format") == REPORT_FORMAT
+
+
+def check_replacing(out_dir, *, plots=True, force=False):
+    """Raise ``OverwriteRefused`` unless ``force`` if ``out_dir`` holds an evaluation.json or (with ``plots``)
+    a projector_X.png or projector_Z.png that evaluate did not write (a user's, training's, the toolkit's)."""
+    from motion_matching.projector.plots import PLOT_NAMES
+    names = (REPORT_NAME, *(PLOT_NAMES if plots else ()))
+    refuse_existing([os.path.join(out_dir, name) for name in names], force=force, ours=written_by_evaluate,
+                    why=" (not written by evaluate)")
+
+
 def _write_report(report, arrays, out_dir, *, plots, inputs, digests):
     files = [os.path.join(out_dir, REPORT_NAME)]
+    report = {"format": REPORT_FORMAT, **report}
     if plots:
         from motion_matching.projector.plots import plot_predictions
         files += plot_predictions(arrays, out_dir)

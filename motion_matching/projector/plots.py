@@ -13,6 +13,7 @@ import torch
 from motion_matching.atomic import atomic_write
 from motion_matching.errors import MotionMatchingError
 from motion_matching.neighbours.queries import noise_scale
+from motion_matching.toolkit.overwrite import WRITER_KEY, writer_tag
 
 PLOT_QUERIES = 125  # the toolkit plots rows [:500:4], i.e. 125 points per panel
 PLOT_NAMES = ("projector_X.png", "projector_Z.png")
@@ -61,35 +62,38 @@ def prediction_figure(plt, series, names, *, column_name, xlabel, shared_range=N
     return figure
 
 
-def _plot_columns(plt, path, series, names, **labels):
+def _plot_columns(plt, path, series, names, *, writer, **labels):
     figure = prediction_figure(plt, series, names, **labels)
     with atomic_write(path) as stream:
-        figure.savefig(stream, format="png", dpi=_DPI)
+        figure.savefig(stream, format="png", dpi=_DPI, metadata={WRITER_KEY: writer})
     plt.close(figure)
 
 
-def draw_predictions(arrays, out_dir, *, ranges=(None, None), without="pass --no-plots",
+def draw_predictions(arrays, out_dir, *, writer, ranges=(None, None), without="pass --no-plots",
                      xlabel="held-out query, in stream order"):
     """Write ``projector_X.png`` and ``projector_Z.png`` into ``out_dir`` (atomically); returns both paths.
 
     ``arrays`` maps ``Xhat, Xgnd, Xtil`` (rows, nfeatures) and ``Zgnd, Ztil`` (rows, nlatent) to the
     points to plot. ``ranges`` gives each figure one (low, high) y range, or None for one range per
     panel. ``without`` ends the error raised when matplotlib is missing (how to run without plots);
-    ``xlabel`` says what the points along x are.
+    ``xlabel`` says what the points along x are; ``writer`` (``overwrite.writer_tag``) is stored in the PNGs,
+    so that the command that wrote them may replace them unasked.
     """
     plt = _pyplot(out_dir, without)
     x_path, z_path = (os.path.join(out_dir, name) for name in PLOT_NAMES)
     x_range, z_range = ranges
     _plot_columns(plt, x_path, [arrays["Xgnd"], arrays["Xtil"], arrays["Xhat"]], ["gnd", "til", "hat"],
-                  column_name="feature", xlabel=xlabel, shared_range=x_range)
-    _plot_columns(plt, z_path, [arrays["Zgnd"], arrays["Ztil"]], ["gnd", "til"], column_name="latent",
-                  xlabel=xlabel, shared_range=z_range)
+                  writer=writer, column_name="feature", xlabel=xlabel, shared_range=x_range)
+    _plot_columns(plt, z_path, [arrays["Zgnd"], arrays["Ztil"]], ["gnd", "til"], writer=writer,
+                  column_name="latent", xlabel=xlabel, shared_range=z_range)
     return [x_path, z_path]
 
 
 def plot_predictions(arrays, out_dir, *, count=PLOT_QUERIES):
-    """``draw_predictions`` of the first ``count`` rows of ``evaluate_projector``'s arrays; returns both paths."""
-    return draw_predictions({name: values[:count] for name, values in arrays.items()}, out_dir)
+    """``draw_predictions`` of the first ``count`` rows of ``evaluate_projector``'s arrays, tagged as evaluate's;
+    returns both paths."""
+    return draw_predictions({name: values[:count] for name, values in arrays.items()}, out_dir,
+                            writer=writer_tag("evaluate"))
 
 
 def plot_frames(ranges, nframes):
@@ -121,5 +125,6 @@ def write_prediction_plots(module, X, Z, *, out_dir, searcher, ranges=None, seed
               "Ztil": output[:, X.shape[1]:]}
     ranges = [(arrays[name].min(), arrays[name].max()) for name in ("Xhat", "Zgnd")]  # the toolkit's
     return draw_predictions({name: values[:500:4] for name, values in arrays.items()}, out_dir, ranges=ranges,
+                            writer=writer_tag("train"),
                             without="leave out --plots",
                             xlabel="noisy copy of a frame (every 4th of 500 consecutive frames of one clip)")

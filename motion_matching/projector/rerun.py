@@ -10,6 +10,7 @@ from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingE
 from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.inputs import checkpoint_mismatches, restore_checkpoint
 from motion_matching.projector.step import with_resolved_precision
+from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
 
 LOG = logging.getLogger(__name__)
 KEEP = "choose another --out, or pass --force to replace it"
@@ -21,8 +22,13 @@ def continue_earlier_run(run, *, resume=None, force=False):
     Returns the checkpoint path restored (str) or None for a fresh run. Raises ``MismatchedFiles`` when
     the folder holds another run's checkpoint or a projector.bin without one, unless ``force``: that
     replaces them, but a checkpoint this run can continue (the same settings and inputs) is continued
-    even then, so rerunning the last command line never throws the run's progress away.
+    even then, so rerunning the last command line never throws the run's progress away. With plots, a
+    projector_X.png or projector_Z.png there that training did not write is refused too, unless ``force``.
     """
+    if run.plots:
+        from motion_matching.projector.plots import PLOT_NAMES
+        refuse_existing([os.path.join(run.out_dir, name) for name in PLOT_NAMES], force=force,
+                        ours=lambda path: png_writer(path) == writer_tag("train"), why=" (not written by train)")
     if resume is not None:
         restore_checkpoint(run, resume)
         return os.fspath(resume)

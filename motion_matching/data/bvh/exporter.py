@@ -43,11 +43,16 @@ def write_database_bvh(database, folder, *, ranges=None, decimals=6):
             raise ValueError(f"range {index} does not exist: the database has {nranges} ranges")
     os.makedirs(folder, exist_ok=True)
     written = []
-    for index in indices:
-        path = os.path.join(folder, f"range_{index:03d}.bvh")
+    for index, path in zip(indices, bvh_paths(database, folder, ranges=indices)):
         write_bvh(path, range_to_bvh(database, index, source=folder), decimals=decimals)
         written.append(path)
     return written
+
+
+def bvh_paths(database, folder, *, ranges=None):
+    """The paths (list of str) ``write_database_bvh`` writes for ``ranges`` of ``database`` (all by default)."""
+    indices = range(len(database.range_starts)) if ranges is None else ranges
+    return [os.path.join(os.fspath(folder), f"range_{int(index):03d}.bvh") for index in indices]
 
 
 def check_exportable(database, source):
