@@ -4,7 +4,8 @@ Every core is fastest only on an idle machine: next to busy processes, OpenMP th
 barrier for a core taken elsewhere make a step many times slower than one thread. So the default is
 the cores this process may use (affinity and a cgroup CPU quota, not ``os.cpu_count()``) less those
 other processes kept busy over a short sample of ``/proc/stat`` (Linux; elsewhere nothing is
-subtracted), at least 1. ``--threads`` and ``OMP_NUM_THREADS`` stay the user's word, and
+subtracted), at least 1; the cells search's pool of Python threads, which has no barrier, keeps every
+core (``Sample.choice``'s ``free_only``). ``--threads`` and ``OMP_NUM_THREADS`` stay the user's word, and
 ``prefer_short_spinning`` changes libgomp's waiting only where no ``OMP_*``/``GOMP_*`` variable says how.
 """
 import dataclasses
@@ -195,8 +196,10 @@ class Sample:
         self.cores = available_cores(cpus=self.cpus)
         self.start = cpu_times(self.cpus)
 
-    def choice(self, threads=None):
-        """``threads`` when given, else ``OMP_NUM_THREADS``, else the free cores (``choose_threads``)."""
+    def choice(self, threads=None, *, free_only=True):
+        """``threads`` when given, else ``OMP_NUM_THREADS``, else the free cores (``choose_threads``), or
+        every core unless ``free_only`` (work shared out block by block, with no barrier to wait at, gets
+        the larger share of busy cores with more threads); the load is measured either way."""
         if threads is not None:
             return ThreadChoice(int(threads), "option", self.cores)
         if omp_num_threads(self.environ) is not None:
@@ -205,7 +208,8 @@ class Sample:
             return ThreadChoice(self.cores, "measured", self.cores)
         time.sleep(max(0.0, self.start.wall + self.seconds - time.monotonic()))
         busy = others_busy(self.start, cpu_times(self.cpus))
-        return ThreadChoice(choose_threads(self.cores, busy), "measured", self.cores, busy)
+        return ThreadChoice(choose_threads(self.cores, busy) if free_only else self.cores, "measured", self.cores,
+                            busy)
 
 
 def logged(choice, doing):

@@ -103,6 +103,7 @@ def test_busy_processes_beside_a_sample_make_it_choose_one_thread():
             loop.wait()
     assert choice.source == "measured" and choice.threads == 1
     assert choice.busy > cores - 0.5
+    assert threads.Sample(seconds=0.0, environ={}).choice(free_only=False).threads == cores  # a pool keeps them
 
 
 def test_short_spinning_is_set_only_where_the_user_said_nothing():

@@ -244,7 +244,8 @@ def build_cache(features_path=DEFAULT_FEATURES, *, out="projector_cache.h5", nqu
         if state == "current":
             return BuildResult(out, "up-to-date", _held_queries(out), seconds=time.monotonic() - started)
         LOG.info("building the %s search over %s frames", backend, f"{features.shape[0]:,}")
-        threads = logged(sample.choice(threads), "searching").threads
+        pooled = backend.startswith("cells")  # a pool of blocks, no barriers: more threads get more of busy cores
+        threads = logged(sample.choice(threads, free_only=not pooled), "searching").threads
         searcher = make_searcher(features, backend=backend, threads=threads, device=device)
         try:
             completed, resumed, searched = _write_partial(partial, features, searcher, wanted, progress=progress,
