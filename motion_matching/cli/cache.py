@@ -27,7 +27,8 @@ FILE = INPUT_FILE
               help="The cache file to write.")
 @click.option("--backend", type=click.Choice(sorted(BACKENDS)), default=DEFAULT_BACKEND, show_default=True,
               help="Exact nearest-neighbour search backend.")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="Search threads (default: all cores).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Search threads [default: every core the process may use; faiss-flat and torch: the free ones].")
 @click.option("--device", default="cpu", show_default=True, help="Search device, for backends that have one.")
 @click.option("--chunk-rows", type=click.IntRange(min=1), default=cache.DEFAULT_CHUNK_ROWS, show_default=True,
               help="Rows per search call, HDF5 chunk and resume step.")

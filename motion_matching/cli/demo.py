@@ -31,7 +31,7 @@ def _print_paths(paths):
               help="Training iterations [default: the recipe's: fast 15,625, toolkit 500,000].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
 @click.option("--threads", type=click.IntRange(min=1),
-              help="CPU threads for search and training [default: every core].")
+              help="CPU threads for search and training [default: as build-cache's and train's].")
 @click.option("--force", is_flag=True,
               help="Replace the files of another demo found in --out, and others of the names it writes.")
 @reports_errors

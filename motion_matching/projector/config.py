@@ -6,7 +6,8 @@ rate x0.99 every 1,000 iterations, 500,000 iterations, projector.bin written eve
 losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
 Two settings only change how fast a step is computed: ``step`` ("fast", the default: fused AdamW,
 losses read every few steps; "toolkit": the script's single-tensor AdamW, loss read every step) and
-``threads`` (None: every core for the fast step, one thread, the script's, for the toolkit step).
+``threads`` (None: the cores free at the run's start for the fast step, ``step.run_threads``; one
+thread, the script's, for the toolkit step).
 ``schedule``, ``warmup``, ``precision`` and ``recipe`` are this project's: other learning-rate schedules
 (``projector/schedule.py``), bfloat16 matrix products (``projector/step.py``) and the name of the preset
 the settings came from (``projector/recipes.py``).
@@ -53,8 +54,8 @@ class TrainConfig:
     save_every: int = _field(toolkit_recipe.SAVE_EVERY,
                              "Iterations between writes of projector.bin (the first follows iteration 0)")
     checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
-    threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: every core for the fast step, "
-                                                 "1 (the toolkit's) for the toolkit step]", type=int)
+    threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: the cores free at start for the "
+                                                 "fast step, 1 (the toolkit's) for the toolkit step]", type=int)
     device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
     step: typing.Optional[str] = _field(None, "How each step is computed: fast (fused AdamW, losses read every 10 "
                                               "steps) or toolkit (the script's AdamW and per-step loss read) "
