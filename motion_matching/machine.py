@@ -30,4 +30,5 @@ def busy_note(*, load=None, cores=None):
     if load is None or load < max(1.0, cores / 2):
         return None
     return (f"note: other processes are using the cores (load average {load:.1f}, {cores} core"
-            f"{'' if cores == 1 else 's'} for this process): times will be longer than on an idle machine")
+            f"{'' if cores == 1 else 's'} for this process): times will be longer than on an idle machine; "
+            "training takes only the cores free at its start (--threads to choose)")

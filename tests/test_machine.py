@@ -15,7 +15,8 @@ def test_busy_note_when_the_load_reaches_half_the_cores():
     assert machine.busy_note(load=3.0, cores=8) is None
     assert machine.busy_note(load=1.0, cores=2) == ("note: other processes are using the cores (load average 1.0, "
                                                     "2 cores for this process): times will be longer than on an "
-                                                    "idle machine")
+                                                    "idle machine; training takes only the cores free at its "
+                                                    "start (--threads to choose)")
     assert "(load average 4.2, 1 core for this process)" in machine.busy_note(load=4.2, cores=1)
 
 
