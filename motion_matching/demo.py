@@ -14,10 +14,13 @@ import tempfile
 import time
 import typing
 
+import h5py
+
 from motion_matching.atomic import check_folder_name, output_folder
 from motion_matching.cache import build_cache
+from motion_matching.cache.targets import check_out as check_cache_out
 from motion_matching.data import generate
-from motion_matching.errors import MismatchedFiles
+from motion_matching.errors import CorruptCache, MismatchedFiles
 from motion_matching.fingerprint import file_sha256
 from motion_matching.projector.recipes import recipe_config
 from motion_matching.toolkit import recipe as toolkit_recipe
@@ -28,7 +31,7 @@ from motion_matching.toolkit.sniff import file_kind
 STEPS = ("generate synthetic database", "build exact-neighbour cache", "train offline", "export",
          "evaluate on held-out queries")
 TOOLKIT_FILES = ("database.bin", "features.bin", "latent.bin")
-ONNX_NAME, EVALUATION_FOLDER = "projector.onnx", "evaluation"
+ONNX_NAME, EVALUATION_FOLDER, CACHE_NAME = "projector.onnx", "evaluation", "projector_cache.h5"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +86,14 @@ def _refuse_other_demo(out_dir, made_dir, config):
     if problem is not None:
         raise MismatchedFiles(checkpoint, f"holds another demo's training ({problem}); choose another --out, or "
                                           "pass --force to replace it")
+    cache = os.path.join(out_dir, CACHE_NAME)
+    if os.path.exists(cache) and not h5py.is_hdf5(cache):  # what build-cache refuses, said before anything is written
+        raise CorruptCache(cache, f"is {file_kind(cache) or 'not HDF5'}, not a cache; choose another --out, or pass "
+                                  "--force to replace it")
+    network = os.path.join(out_dir, train.NETWORK_NAME)
+    if not os.path.exists(checkpoint) and os.path.exists(network):  # what training refuses, said before it runs
+        raise MismatchedFiles(network, f"is another run's (no {train.CHECKPOINT_NAME} beside it to continue from); "
+                                       "choose another --out, or pass --force to replace it")
     _refuse_other_outputs(out_dir)
 
 
@@ -128,9 +139,12 @@ def _step(name, *, announce, report, seconds):
 
 
 def _make_toolkit_files(out_dir, settings, config, *, force):
-    """Generate the synthetic database files and place them in ``out_dir``; returns their paths (dict)."""
+    """Generate the synthetic database files and place them in ``out_dir``, once the files there that the demo
+    may not replace are refused (``_refuse_other_demo``; a non-cache in the cache's place even with ``force``);
+    returns their paths (dict)."""
     with tempfile.TemporaryDirectory(prefix="mm-demo-") as made_dir:
         generate.generate_files(made_dir, seed=settings.database_seed, nframes=settings.frames)
+        check_cache_out(os.path.join(out_dir, CACHE_NAME), features_path=os.path.join(out_dir, "features.bin"))
         if not force:
             _refuse_other_demo(out_dir, made_dir, config)
         with output_folder(out_dir):
@@ -166,7 +180,7 @@ def run_demo(out_dir, settings=DemoSettings(), *, force=False, announce=lambda s
     with step(STEPS[0]) as paths:
         files = _make_toolkit_files(out_dir, settings, config, force=force)
         paths.update(files)
-    cache_path = os.path.join(out_dir, "projector_cache.h5")
+    cache_path = os.path.join(out_dir, CACHE_NAME)
     with step(STEPS[1]) as paths:
         build_cache(files["features"], out=cache_path, nqueries=settings.cache_queries,
                     seed=settings.seed, threads=settings.threads, progress=cache_progress, force=force)

@@ -423,3 +423,45 @@ def test_demo_force_reaches_the_export_and_the_evaluation_and_refuses_before_tra
     assert file_kind(onnx_path) == "an ONNX model"
     with open(os.path.join("demo", "evaluation", "evaluation.json")) as stream:
         assert json.load(stream)["format"] == "motion-matching-projector-evaluation"
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["", "force"])
+def test_demo_never_builds_its_cache_over_a_toolkit_file_and_says_so_before_writing(files, force):
+    needs_torch()
+    os.mkdir("demo")
+    os.replace("latent.bin", os.path.join("demo", "projector_cache.h5"))
+    del files["latent.bin"]
+    before = digests_of()
+    result = invoke("demo", "--out", "demo", *DEMO, *force)
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: {os.path.join('demo', 'projector_cache.h5')}: is {KINDS['latent.bin']}, not a "
+                             f"cache; {NEVER}\n")
+    assert digests_of() == before
+
+
+def test_demo_replaces_text_in_its_cache_only_with_force_and_says_so_before_writing(files):
+    needs_torch()
+    os.mkdir("demo")
+    open(os.path.join("demo", "projector_cache.h5"), "w").write("my notes\n")
+    before = digests_of()
+    result = invoke("demo", "--out", "demo", *DEMO)
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: {os.path.join('demo', 'projector_cache.h5')}: is a text file, not a cache; "
+                             "choose another --out, or pass --force to replace it\n")
+    assert digests_of() == before
+    result = invoke("demo", "--out", "demo", *DEMO, "--force")  # it may be a damaged cache, as build-cache says
+    assert result.exit_code == 0, result.output
+    assert h5py.is_hdf5(os.path.join("demo", "projector_cache.h5"))
+
+
+def test_demo_refuses_a_projector_bin_without_its_checkpoint_before_writing(files):
+    needs_torch()
+    os.mkdir("demo")
+    os.replace("projector.bin", os.path.join("demo", "projector.bin"))  # the toolkit's, as in its resources/
+    before = digests_of()
+    result = invoke("demo", "--out", "demo", *DEMO)
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: {os.path.join('demo', 'projector.bin')}: is another run's (no "
+                             "projector_checkpoint.pt beside it to continue from); choose another --out, or pass "
+                             "--force to replace it\n")
+    assert digests_of() == before
