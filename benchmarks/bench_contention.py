@@ -10,8 +10,13 @@ whole library call included (the policy's load sample too). Repeats interleave e
 medians are reported, with the default's rate over the better fixed count's (required: >= 0.95 idle,
 >= 0.85 with busy processes).
 
-    python benchmarks/bench_contention.py [--fast-iterations 300] [--toolkit-iterations 1500]
-                                          [--queries 1000000] [--repeats 3] [--quick] [--json FILE]
+    python benchmarks/bench_contention.py [--fast-iterations 200] [--toolkit-iterations 1000]
+                                          [--queries 1000000] [--repeats 3] [--run-timeout 240]
+                                          [--workloads fast,toolkit,build-cache] [--loads 0,1,N]
+                                          [--quick] [--json FILE]
+
+A column beside the table times ``--threads N`` idle with libgomp's own spin count (``GOMP_SPINCOUNT``
+300,000 instead of the package's 10,000): what the short spinning costs an idle machine.
 """
 import json
 import os
@@ -62,10 +67,17 @@ def child_build(spec):
     return {"rate": spec["queries"] / seconds, "seconds": seconds, "threads": chosen[0]}
 
 
-def run_child(spec):
-    """Run one configuration in a fresh interpreter; returns its result dict."""
-    done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                          env={**ORIGINAL_ENV, **spec.get("env", {})}, capture_output=True, text=True)
+def run_child(spec, *, timeout):
+    """Run one configuration in a fresh interpreter; returns its result dict. A run killed after ``timeout``
+    seconds counts as its work over ``timeout`` (an upper bound of its rate), marked ``timed_out``."""
+    try:
+        done = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                              env={**ORIGINAL_ENV, **spec.get("env", {})}, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        work = spec["queries"] if spec["workload"] == "build-cache" else spec["iterations"]
+        return {"rate": work / timeout, "seconds": timeout, "threads": spec["threads"] or 0,
+                "timed_out": True}
     if done.returncode != 0:
         raise click.ClickException(f"{spec['workload']} run failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -119,7 +131,7 @@ def specs(workload, folder, paths, policies, *, iterations, queries):
             yield dict(spec, iterations=iterations[workload], latent=paths["latent"], cache=paths["cache"], out=out)
 
 
-def measure(folder, paths, *, workloads, loads, cores, repeats, iterations, queries, echo):
+def measure(folder, paths, *, workloads, loads, cores, repeats, iterations, queries, timeout, echo):
     """({(workload, busy, key): [result dicts]} over ``repeats`` interleaved rounds, the busy loops' pids)."""
     policies = [("default", None, {})] + [(f"threads_{count}", count, {}) for count in sorted({1, cores})]
     spin = [(f"spin_{cores}", cores, {"GOMP_SPINCOUNT": LIBGOMP_SPIN})]  # idle only: what short spinning costs
@@ -131,10 +143,11 @@ def measure(folder, paths, *, workloads, loads, cores, repeats, iterations, quer
                 for workload in workloads:
                     chosen = policies + (spin if busy == 0 else [])
                     for spec in specs(workload, folder, paths, chosen, iterations=iterations, queries=queries):
-                        result = run_child(spec)
+                        result = run_child(spec, timeout=timeout)
                         results.setdefault((workload, busy, spec["key"]), []).append(result)
                         echo(f"repeat {repeat + 1}/{repeats}, {busy} busy, {workload}, {spec['key']}: "
-                             f"{result['rate']:,.1f}/s on {result['threads']} threads")
+                             f"{result['rate']:,.1f}/s on {result['threads']} threads"
+                             f"{' (timed out: at most)' if result.get('timed_out') else ''}")
     return results, pids
 
 
@@ -150,6 +163,7 @@ def summary(results, *, workloads, loads, cores):
                     row[key] = statistics.median(run["rate"] for run in runs)
                     row[key + "_rates"] = [run["rate"] for run in runs]
                     row[key + "_chose"] = sorted({run["threads"] for run in runs})
+                    row[key + "_timed_out"] = sum(bool(run.get("timed_out")) for run in runs)
             best = max(row[key] for key in row if key.startswith("threads_") and key.count("_") == 1)
             row["ratio"] = row["default"] / best
             row["required"] = REQUIRED.get(busy, 0.85)
@@ -158,15 +172,22 @@ def summary(results, *, workloads, loads, cores):
     return rows
 
 
+def rate(row, key):
+    """A median rate for the table: "" when not measured, "<= " before one with runs that timed out."""
+    if key not in row:
+        return ""
+    return ("<= " if row[key + "_timed_out"] else "") + f"{row[key]:,.1f}"
+
+
 def table(rows, cores):
     """The rows as a Markdown table (str)."""
     unit = {"fast": "it/s", "toolkit": "it/s", "build-cache": "queries/s"}
     lines = [f"| workload | busy processes | default (threads chosen) | --threads 1 | --threads {cores} | "
              f"default / best | required | met | --threads {cores}, libgomp's spin |", "|---|" * 1 + "---|" * 8]
     for row in rows:
-        fixed = [f"{row[key]:,.1f}" if key in row else "" for key in ("threads_1", f"threads_{cores}", f"spin_{cores}")]
+        fixed = [rate(row, key) for key in ("threads_1", f"threads_{cores}", f"spin_{cores}")]
         chose = ",".join(str(n) for n in row["default_chose"])
-        lines.append(f"| {row['workload']} ({unit[row['workload']]}) | {row['busy']} | {row['default']:,.1f} "
+        lines.append(f"| {row['workload']} ({unit[row['workload']]}) | {row['busy']} | {rate(row, 'default')} "
                      f"({chose}) | {fixed[0]} | {fixed[1]} | {row['ratio']:.2f} | {row['required']:.2f} | "
                      f"{'yes' if row['met'] else 'NO'} | {fixed[2]} |")
     return "\n".join(lines)
@@ -174,17 +195,20 @@ def table(rows, cores):
 
 @click.command()
 @click.option("--frames", default=50_000, show_default=True, help="Frames of the synthetic database.")
-@click.option("--fast-iterations", default=300, show_default=True, help="Timed iterations, fast recipe (batch 1,024).")
-@click.option("--toolkit-iterations", default=1500, show_default=True,
+@click.option("--fast-iterations", default=200, show_default=True, help="Timed iterations, fast recipe (batch 1,024).")
+@click.option("--toolkit-iterations", default=1000, show_default=True,
               help="Timed iterations, toolkit recipe (batch 32).")
 @click.option("--queries", default=1_000_000, show_default=True, help="Queries of each build-cache run.")
 @click.option("--repeats", default=3, show_default=True, help="Interleaved repeats; medians are reported.")
 @click.option("--workloads", default=",".join(WORKLOADS), show_default=True, help="Comma-separated subset.")
 @click.option("--loads", default=None, help="Busy process counts, comma-separated [default: 0,1,N].")
+@click.option("--run-timeout", default=240, show_default=True,
+              help="Seconds after which a run is stopped and counted at its work over this time (a bound).")
 @click.option("--quick", is_flag=True, help="A tiny run (for the tests): 3,000 frames, few iterations.")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
 @click.option("--child", default=None, hidden=True)
-def main(frames, fast_iterations, toolkit_iterations, queries, repeats, workloads, loads, quick, json_path, child):
+def main(frames, fast_iterations, toolkit_iterations, queries, repeats, workloads, loads, run_timeout, quick,
+         json_path, child):
     """Print the contention table; see the module docstring."""
     if child is not None:
         spec = json.loads(child)
@@ -206,13 +230,13 @@ def main(frames, fast_iterations, toolkit_iterations, queries, repeats, workload
         train_queries = max(fast_iterations * 1024, toolkit_iterations * 32)
         paths = prepare(folder, frames=frames, queries=train_queries, quick=quick)
         results, pids = measure(folder, paths, workloads=workloads, loads=loads, cores=cores, repeats=repeats,
-                          iterations=iterations, queries=queries, echo=click.echo)
+                          iterations=iterations, queries=queries, timeout=run_timeout, echo=click.echo)
     rows = summary(results, workloads=workloads, loads=loads, cores=cores)
     click.echo(table(rows, cores))
     if json_path:
         with open(json_path, "w") as stream:
             json.dump({"command": sys.argv, "cores": cores, "frames": frames, "iterations": iterations,
-                       "queries": queries, "repeats": repeats, "rows": rows,
+                       "queries": queries, "repeats": repeats, "run_timeout": run_timeout, "rows": rows,
                        "busy_pids": pids}, stream, indent=1)
 
 

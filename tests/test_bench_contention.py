@@ -49,3 +49,13 @@ def test_a_tiny_run_times_every_policy_beside_busy_processes_and_kills_them(tmp_
     for pid in written["busy_pids"]:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_run_past_its_time_limit_counts_as_its_work_over_that_time(tmp_path):
+    spec = {"workload": "build-cache", "key": "threads_1", "threads": 1, "env": {}, "queries": 1000,
+            "features": str(tmp_path / "never-read.bin"), "out": str(tmp_path / "cache.h5")}
+    result = bench_contention.run_child(spec, timeout=0.01)  # killed before the interpreter has started
+    assert result == {"rate": 100_000.0, "seconds": 0.01, "threads": 1, "timed_out": True}
+    rows = bench_contention.summary({("build-cache", 1, key): [result] for key in ("default", "threads_1")},
+                                    workloads=["build-cache"], loads=[1], cores=1)
+    assert "| build-cache (queries/s) | 1 | <= 100,000.0 (1) | <= 100,000.0 |" in bench_contention.table(rows, 1)
