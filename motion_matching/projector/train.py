@@ -108,11 +108,6 @@ class _Run:
         self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
         self.threads = self.recorded_threads = self.watch = None
 
-    def use_threads(self, choice):
-        """Train on ``choice.threads`` torch threads (a ``ThreadChoice``), watching the rate for slowdowns."""
-        self.threads, self.watch = choice.threads, RateWatch(choice)
-        torch.set_num_threads(choice.threads)
-
     @property
     def rolling(self):
         """The rolling loss (float, or None before the first step) as of the last read."""
@@ -301,7 +296,9 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
                    on_step=on_step)
         continued = continue_earlier_run(run, resume=resume, force=force)
         run.resumed_from = run.step
-        run.use_threads(run_threads(config, sample=sample, recorded=run.recorded_threads))
+        choice = run_threads(config, sample=sample, recorded=run.recorded_threads)
+        run.threads, run.watch = choice.threads, RateWatch(choice)  # fixed for the run: results depend on it
+        torch.set_num_threads(choice.threads)
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         log_run_notes(run, source, continued=continued if resume is None else None)
         source.seek(run.step)
