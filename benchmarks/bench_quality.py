@@ -33,11 +33,11 @@ from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.recipes import RECIPES, recipe_config
-from motion_matching.projector.step import with_resolved_precision
 from motion_matching.projector.train import CHECKPOINT_NAME, TrainingInterrupted, train_projector
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import load_checkpoint
+from motion_matching.training.step import with_resolved_precision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from quality_report import report_command  # noqa: E402  (a sibling script module)

@@ -44,7 +44,8 @@ from motion_matching.neighbours import queries
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND, make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector
-from motion_matching.projector.step import RollingLoss, TrainStep, make_optimizer, resolved_threads
+from motion_matching.projector.step import TrainStep
+from motion_matching.training.step import RollingLoss, make_optimizer, resolved_threads
 
 POOL_QUERIES = 16_384  # queries drawn once; steps cycle through their batches
 TARGET_SECONDS = 0.25  # rough time of each timed entry per repeat (the step count follows from a probe)

@@ -30,7 +30,7 @@ import torch
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector, projector_losses
-from motion_matching.projector.step import make_optimizer
+from motion_matching.training.step import make_optimizer
 
 SLOW_ADAMW = 2.0  # first AdamW after the backward pass against the second, above which a sample is "slow"
 COLUMNS = ("floor_ms", "step_ms", "ratio", "adamw_after_backward_ms", "adamw_again_ms", "stream_gb_s")

@@ -33,9 +33,10 @@ from motion_matching.neighbours import queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import make_projector
-from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.step import TrainStep
 from motion_matching.projector.train import train_projector
 from motion_matching.toolkit import formats
+from motion_matching.training.step import RollingLoss, resolved_threads
 
 WARMUP = 10  # iterations left out of every rate (allocations, first save of projector.bin)
 

@@ -22,8 +22,8 @@ import time
 import click
 import torch
 
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import load_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -75,7 +75,7 @@ def _differing(out_dir, made_dir):
 def _refuse_other_demo(out_dir, made_dir, config):
     """Raise ``MismatchedFiles`` if ``out_dir`` holds files of another demo or a training run it cannot continue."""
     from motion_matching.projector import train
-    from motion_matching.projector.rerun import checkpoint_problem
+    from motion_matching.training.rerun import checkpoint_problem
     differing = _differing(out_dir, made_dir)
     if differing:
         raise MismatchedFiles(os.path.join(out_dir, differing[0]), f"{', '.join(differing)} of another demo (other "

@@ -2,8 +2,8 @@
 import numpy as np
 import torch
 
-from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.model import NormalisedMLP, projector_sizes
+from motion_matching.training.checkpoint import save_checkpoint
 
 
 def random_projector(*, nfeatures=27, nlatent=32, hidden=512, seed=0):

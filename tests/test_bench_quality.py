@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from motion_matching.projector import evaluate
-from motion_matching.projector.checkpoint import load_checkpoint_module
+from motion_matching.projector.export import load_checkpoint_module
 from motion_matching.projector.recipes import recipe_config
 from motion_matching.projector.train import TrainingInterrupted
 from motion_matching.toolkit import formats

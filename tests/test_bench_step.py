@@ -12,7 +12,7 @@ from click.testing import CliRunner  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
 import bench_step  # noqa: E402
 
-from motion_matching.projector import step  # noqa: E402
+from motion_matching.training import step  # noqa: E402
 
 
 def timings(values):

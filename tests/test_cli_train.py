@@ -99,7 +99,7 @@ def test_progress_line_shows_rolling_loss_rate_and_eta(in_files):
 
 
 def test_step_and_threads_options_reach_the_checkpoint(in_files):
-    from motion_matching.projector.checkpoint import load_checkpoint
+    from motion_matching.training.checkpoint import load_checkpoint
     runner = CliRunner()
     default = runner.invoke(main, ["train", "--database", "", "--out", "a"] + QUICK)
     chosen = runner.invoke(main, ["train", "--database", "", "--out", "b", "--step", "toolkit", "--threads", "1"]

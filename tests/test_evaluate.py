@@ -11,12 +11,12 @@ from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours.queries import HELD_OUT_SEED, generate_queries
 from motion_matching.neighbours.search import make_searcher
 from motion_matching.projector import evaluate
-from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.export import export_network
 from motion_matching.projector.model import network_to_module
 from motion_matching.projector.objective import held_out_loss
 from motion_matching.toolkit import formats, recipe
+from motion_matching.training.checkpoint import save_checkpoint
 
 from conftest import TOOLKIT_NETWORKS, random_features, write_small_toolkit_files
 from export_helpers import random_projector, write_checkpoint

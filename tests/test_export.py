@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from motion_matching.errors import InvalidFile, MissingFile, TruncatedFile
-from motion_matching.projector.checkpoint import save_checkpoint
 from motion_matching.projector.export import export_network, is_checkpoint, load_projector_module
 from motion_matching.projector.model import module_to_network
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import save_checkpoint
 
 from conftest import TOOLKIT_NETWORKS
 from export_helpers import random_projector, torch_outputs, write_checkpoint

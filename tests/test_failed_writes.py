@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from motion_matching.cache import build as cache_build
 from motion_matching.cli import main
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import load_checkpoint
 
 from cache_fixtures import assert_same_contents
 from conftest import write_small_toolkit_files

@@ -98,7 +98,7 @@ def test_a_file_of_another_kind_as_a_cache_is_named(files):
 
 
 def _checkpoint(path):
-    from motion_matching.projector.checkpoint import save_checkpoint
+    from motion_matching.training.checkpoint import save_checkpoint
     save_checkpoint(path, model={}, optimizer={}, scheduler={}, step=1, config={}, rng={}, inputs={},
                     rolling_loss=None, source="online")
     return path
@@ -125,7 +125,7 @@ def _repickled(path, data):
 ])
 def test_a_file_given_as_a_checkpoint_says_what_it_is(files, tmp_path, given, problem):
     needs_torch()
-    from motion_matching.projector.checkpoint import load_checkpoint
+    from motion_matching.training.checkpoint import load_checkpoint
     path = tmp_path / "given.pt"
     makers = {"empty": lambda: b"", "text": lambda: b"step 1000, loss 0.2\n",
               "zip": lambda: _zip_of({"notes.txt": b"hello"}),
@@ -147,7 +147,7 @@ def _zip_of(members):
 
 def test_a_checkpoint_damaged_inside_an_intact_archive_is_called_damaged(tmp_path):
     needs_torch()
-    from motion_matching.projector.checkpoint import load_checkpoint
+    from motion_matching.training.checkpoint import load_checkpoint
     path = tmp_path / "run.pt"
     path.write_bytes(_repickled(_checkpoint(path), b"\x80\x02garbage"))
     with pytest.raises(InvalidFile) as refusal:
@@ -183,8 +183,8 @@ def _readers():
     from motion_matching.data.bvh.text import read_bvh
     readers = {**LOADERS, "cache": lambda path: cache.open_cache(path, features_path=path), "BVH": read_bvh}
     try:
-        from motion_matching.projector.checkpoint import load_checkpoint
         from motion_matching.projector.export import load_projector
+        from motion_matching.training.checkpoint import load_checkpoint
     except ImportError:  # no torch
         return readers
     return {**readers, "checkpoint": load_checkpoint, "projector": load_projector}

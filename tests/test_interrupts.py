@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from motion_matching import cache
 from motion_matching.cli import group, main
 from motion_matching.interrupts import INTERRUPTED_EXIT, INTERRUPTED_LINE
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import load_checkpoint
 
 from conftest import needs_torch, write_small_toolkit_files
 

@@ -8,12 +8,12 @@ from click.testing import CliRunner
 
 from motion_matching.cli import main
 from motion_matching.errors import MismatchedFiles
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.projector.recipes import RECIPES, recipe_config
-from motion_matching.projector.schedule import LearningRateSchedule, learning_rate, schedule_note
-from motion_matching.projector.step import with_resolved_precision
 from motion_matching.projector.train import TrainingInterrupted, train_projector
+from motion_matching.training.checkpoint import load_checkpoint
+from motion_matching.training.schedule import LearningRateSchedule, learning_rate, schedule_note
+from motion_matching.training.step import with_resolved_precision
 
 from train_helpers import build_balltree_cache, small_config
 

@@ -10,9 +10,9 @@ from motion_matching.cache import build_cache, open_cache, verify_cache
 from motion_matching.cli import main
 from motion_matching.errors import CorruptCache, InvalidFile, MismatchedFiles
 from motion_matching.neighbours.toolkit_stream import ToolkitStream
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.train import TrainingInterrupted, train_projector
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import load_checkpoint
 
 from train_helpers import assert_identical_states, small_config, write_database
 
@@ -194,7 +194,7 @@ def test_cli_builds_describes_and_refuses_toolkit_caches(tmp_path, toolkit_files
 
 def test_exact_toolkit_selects_the_toolkit_step_on_one_thread_and_refuses_others():
     from motion_matching.projector.config import TrainConfig
-    from motion_matching.projector.step import resolved_threads
+    from motion_matching.training.step import resolved_threads
     config = TrainConfig(exact_toolkit=True)
     assert (config.step, resolved_threads(config)) == ("toolkit", 1)
     assert TrainConfig().step == "fast"

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from motion_matching.errors import MismatchedFiles, MotionMatchingError
-from motion_matching.projector.checkpoint import CHECKPOINT_KEYS, load_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.objective import held_out_loss, make_projector, normalisation, projector_losses
 from motion_matching.projector.train import train_projector
 from motion_matching.toolkit import formats, recipe
+from motion_matching.training.checkpoint import CHECKPOINT_KEYS, load_checkpoint
 
 from conftest import random_features
 from train_helpers import small_config, write_database

@@ -4,9 +4,9 @@ import os
 import pytest
 
 from motion_matching.errors import MismatchedFiles, StaleCache
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
+from motion_matching.training.checkpoint import load_checkpoint
 
 from conftest import write_small_toolkit_files
 from train_helpers import assert_identical_states, build_balltree_cache, small_config

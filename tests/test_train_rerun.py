@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from motion_matching.cli import main
 from motion_matching.cli import train as train_cli
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.train import TrainingInterrupted, train_projector
+from motion_matching.training.checkpoint import load_checkpoint
 
 from train_helpers import assert_identical_states, small_config
 

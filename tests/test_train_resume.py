@@ -7,10 +7,11 @@ import sys
 import pytest
 
 from motion_matching.errors import MismatchedFiles
-from motion_matching.projector.checkpoint import load_checkpoint, load_checkpoint_module
+from motion_matching.projector.export import load_checkpoint_module
 from motion_matching.projector.model import module_to_network
 from motion_matching.projector.train import TrainingInterrupted, train_projector
 from motion_matching.toolkit import formats
+from motion_matching.training.checkpoint import load_checkpoint
 
 from conftest import write_small_toolkit_files
 from train_helpers import assert_identical_states, replace, small_config

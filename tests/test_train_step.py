@@ -7,13 +7,14 @@ import torch
 
 from motion_matching.errors import MismatchedFiles
 from motion_matching.neighbours.cells.common import available_cores
-from motion_matching.projector import step as step_module
 from motion_matching.projector.batches import _BatchBuffers
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig
-from motion_matching.projector.objective import make_projector, projector_losses
-from motion_matching.projector.step import RollingLoss, TrainStep, resolved_threads
+from motion_matching.projector.objective import LossTerms, make_projector, projector_losses
+from motion_matching.projector.step import TrainStep
 from motion_matching.projector.train import train_projector
+from motion_matching.training import step as step_module
+from motion_matching.training.checkpoint import load_checkpoint
+from motion_matching.training.step import RollingLoss, resolved_threads
 
 from conftest import random_features
 from train_helpers import replace, small_config
@@ -109,7 +110,7 @@ def test_rolling_loss_read_in_batches_equals_the_per_step_recurrence():
     batched, per_step = RollingLoss(read_every=10), RollingLoss(read_every=1)
     expected = None
     for i, value in enumerate(losses):
-        terms = step_module.LossTerms(*(torch.tensor(value * k) for k in (1, 0.25, 0.5, 0.25)))
+        terms = LossTerms(*(torch.tensor(value * k) for k in (1, 0.25, 0.5, 0.25)))
         batched.add(i, terms)
         per_step.add(i, terms)
         loss = terms.loss.item()

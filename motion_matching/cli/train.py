@@ -13,17 +13,18 @@ from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.interrupts import exit_interrupted
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.defaults import HELD_OUT_QUERIES
-from motion_matching.projector.recipes import RECIPES, recipe_config, recipe_settings
+from motion_matching.projector.recipes import RECIPES, recipe_config
 
 FILE = INPUT_FILE
 
 
-def _config_option(field):
+def config_option(field, recipes=RECIPES):
+    """The click option of config field ``field`` (``--recipe`` chooses among ``recipes``)."""
     name = "--" + field.name.replace("_", "-")
     if isinstance(field.default, bool):
         return click.option(f"{name}/--no-{name[2:]}", default=field.default, show_default=True,
                             help=field.metadata["help"])
-    choices = RECIPES if field.name == "recipe" else field.metadata.get("choices")
+    choices = recipes if field.name == "recipe" else field.metadata.get("choices")
     if choices:
         kind = click.Choice(list(choices))
     else:
@@ -60,9 +61,14 @@ PATH_OPTIONS = [
 
 def training_options(command):
     """Decorate a click callback with every ``TrainConfig`` field and path option of ``train``."""
-    for option in reversed([_config_option(field) for field in dataclasses.fields(TrainConfig)] + PATH_OPTIONS):
+    for option in reversed([config_option(field) for field in dataclasses.fields(TrainConfig)] + PATH_OPTIONS):
         command = option(command)
     return command
+
+
+def run_rate(result):
+    """Iterations per second (float) of the iterations ``result`` (a ``TrainResult``) trained in this call."""
+    return (result.steps - result.resumed_from) / result.seconds if result.seconds > 0 else 0.0
 
 
 def describe_result(result):
@@ -72,7 +78,7 @@ def describe_result(result):
                 f"{result.checkpoint_path}); nothing to do (a larger --iterations continues it, another --out "
                 "trains anew)")
     held = "" if not result.held_out else f", held-out loss {result.held_out['loss']:.4f}"
-    rate = (result.steps - result.resumed_from) / result.seconds if result.seconds > 0 else 0.0
+    rate = run_rate(result)
     arithmetic = "" if result.precision == "float32" else f", {result.precision} matrix products"
     return (f"wrote {result.network_path} and {result.checkpoint_path} after {result.steps:,} iterations "
             f"({result.source}{arithmetic}): rolling loss {result.final_loss:.4f}{held}; {rate:,.1f} it/s in this run")
@@ -85,17 +91,17 @@ def _given(name):
     return source is not None and source is not click.core.ParameterSource.DEFAULT
 
 
-def pop_config(options):
-    """Remove the ``TrainConfig`` fields from the parsed ``options`` dict; returns the config.
-
-    The ``--recipe`` preset fills every setting not given explicitly.
+def pop_config(options, *, config_class=TrainConfig, recipes=RECIPES, make=recipe_config):
+    """Remove the ``config_class`` fields from the parsed ``options`` dict; returns the config that
+    ``make(recipe, **settings)`` builds: the ``--recipe`` preset (in ``recipes``) fills every setting not
+    given explicitly.
     """
-    names = {field.name for field in dataclasses.fields(TrainConfig)}
+    names = {field.name for field in dataclasses.fields(config_class)}
     values = {name: options.pop(name) for name in names}
     recipe = values.pop("recipe")
     try:
-        return recipe_config(recipe, **{name: value for name, value in values.items()
-                                        if _given(name) or name not in recipe_settings(recipe)})
+        return make(recipe, **{name: value for name, value in values.items()
+                               if _given(name) or name not in recipes.get(recipe, {})})
     except ValueError as error:
         raise click.UsageError(str(error)) from None
 
@@ -108,26 +114,32 @@ def train_projector(config, **options):
 
 def run_training(*, quiet, database_path, **options):
     """Train with parsed options, print the outcome; exit 130 after saving on Ctrl-C."""
-    from motion_matching.projector.train import TrainingInterrupted  # torch: loaded when run, not for --help
     logging.getLogger("motion_matching").setLevel(logging.WARNING if quiet else logging.INFO)
     config = pop_config(options)
-    bar = ProgressBar(unit="it", label="train", quiet=quiet)
+    run_with_progress(lambda progress: train_projector(config, database_path=database_path or None,
+                                                       progress=progress, **options),
+                      quiet=quiet, resume=options.get("resume"), describe=describe_result)
+
+
+def run_with_progress(train, *, quiet, resume, describe, label="train"):
+    """``train(progress)`` with a progress bar, then print ``describe(result)``; on Ctrl-C, the line saying
+    what was written and how to continue (``resume``: the run's --resume), exit 130."""
+    from motion_matching.training.run import TrainingInterrupted  # torch: loaded when run, not for --help
+    bar = ProgressBar(unit="it", label=label, quiet=quiet)
     try:
-        result = train_projector(config, database_path=database_path or None,
-                                 progress=None if quiet else training_progress(bar), **options)
+        result = train(None if quiet else training_progress(bar))
     except TrainingInterrupted as stop:
         bar.close()
         done = stop.result
         click.echo(f"interrupted after {done.steps:,} iterations; wrote {done.network_path} "
-                   f"and {done.checkpoint_path}; {continue_advice(options.get('resume'), done.checkpoint_path)}",
-                   err=True)
+                   f"and {done.checkpoint_path}; {continue_advice(resume, done.checkpoint_path)}", err=True)
         sys.exit(INTERRUPTED_EXIT)
     except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
         bar.close()
         exit_interrupted()  # the line of every other moment: no file is half-written
     finally:
         bar.close()
-    click.echo(describe_result(result))
+    click.echo(describe(result))
 
 
 def continue_advice(resume, checkpoint_path):

@@ -1,124 +1,39 @@
-"""Every projector training setting, declared once, with the toolkit's values as defaults.
+"""The projector's training settings: the shared ones (``training.config.CommonConfig``) and its own.
 
 The defaults are those of ``resources/train_projector.py`` in orangeduck/Motion-Matching, declared in
-``toolkit/recipe.py``: seed 1234, batch 32, AdamW (lr 0.001, amsgrad, weight decay 0.001), learning
-rate x0.99 every 1,000 iterations, 500,000 iterations, projector.bin written every 1,000 iterations,
-losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference), 27 -> 512 x 4 -> 27 + 32.
-Two settings only change how fast a step is computed: ``step`` ("fast", the default: fused AdamW,
-losses read every few steps; "toolkit": the script's single-tensor AdamW, loss read every step) and
-``threads`` (None: the cores free at the run's start for the fast step, ``step.run_threads``; one
-thread, the script's, for the toolkit step).
-``schedule``, ``warmup``, ``precision`` and ``recipe`` are this project's: other learning-rate schedules
-(``projector/schedule.py``), bfloat16 matrix products (``projector/step.py``) and the name of the preset
-the settings came from (``projector/recipes.py``).
+``toolkit/recipe.py``: losses 1 x L1(features) + 5 x L1(latent) + 0.3 x L1(distance difference),
+27 -> 512 x 4 -> 27 + 32, and the shared ones (seed 1234, batch 32, AdamW lr 0.001 x0.99 every 1,000
+iterations, 500,000 iterations, projector.bin every 1,000 iterations).
 """
 import dataclasses
-import math
-import typing
 
 from motion_matching.toolkit import recipe as toolkit_recipe
+from motion_matching.training.config import (  # noqa: F401
+    COMMON_NUMERIC_FIELDS,
+    PRECISIONS,
+    SCHEDULES,
+    STEP_KINDS,
+    CommonConfig,
+    field,
+    numeric_differences,
+)
 
-STEP_KINDS = ("fast", "toolkit")
-
-# fields that change the numbers a run computes: a resumed run must keep them
-NUMERIC_FIELDS = ("batch_size", "lr", "weight_decay", "amsgrad", "lr_decay", "lr_decay_every", "seed",
-                  "weight_features", "weight_latent", "weight_distance", "hidden", "hidden_layers",
-                  "threads", "device", "step", "exact_toolkit", "schedule", "warmup", "precision")
-SCHEDULES = ("toolkit", "cosine", "linear")  # see projector/schedule.py
-PRECISIONS = ("float32", "bfloat16", "auto")  # see projector/step.py
-
-
-def _field(default, help_text, **metadata):
-    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
+NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("weight_features", "weight_latent", "weight_distance", "hidden",
+                                          "hidden_layers")
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(CommonConfig):
     """Hyperparameters of one projector training run (frozen; ``dataclasses.replace`` makes variants)."""
 
-    iterations: int = _field(toolkit_recipe.ITERATIONS, "Training iterations (optimiser steps)")
-    batch_size: int = _field(toolkit_recipe.BATCH_SIZE, "Queries per iteration")
-    lr: float = _field(toolkit_recipe.LEARNING_RATE, "AdamW learning rate")
-    weight_decay: float = _field(toolkit_recipe.WEIGHT_DECAY, "AdamW weight decay")
-    amsgrad: bool = _field(toolkit_recipe.AMSGRAD, "Use AMSGrad in AdamW")
-    lr_decay: float = _field(toolkit_recipe.LR_DECAY, "Learning-rate factor applied every --lr-decay-every iterations")
-    lr_decay_every: int = _field(toolkit_recipe.LR_DECAY_EVERY,
-                                 "Iterations between learning-rate decays (the first follows iteration 0)")
-    seed: int = _field(toolkit_recipe.SEED, "Seed of the model initialisation and of the query stream")
-    weight_features: float = _field(toolkit_recipe.WEIGHT_FEATURES, "Weight of the L1 loss on the projected features")
-    weight_latent: float = _field(toolkit_recipe.WEIGHT_LATENT, "Weight of the L1 loss on the projected latent")
-    weight_distance: float = _field(toolkit_recipe.WEIGHT_DISTANCE,
-                                     "Weight of the L1 loss on query-to-output vs query-to-neighbour distance")
-    hidden: int = _field(toolkit_recipe.HIDDEN, "Width of each hidden layer")
-    hidden_layers: int = _field(toolkit_recipe.HIDDEN_LAYERS, "Number of hidden layers")
-    save_every: int = _field(toolkit_recipe.SAVE_EVERY,
-                             "Iterations between writes of projector.bin (the first follows iteration 0)")
-    checkpoint_every: int = _field(10_000, "Iterations between training checkpoints")
-    threads: typing.Optional[int] = _field(None, "Torch CPU threads [default: the cores free at start for the "
-                                                 "fast step, 1 (the toolkit's) for the toolkit step]", type=int)
-    device: str = _field("cpu", "Torch device: cpu, cuda or cuda:N")
-    step: typing.Optional[str] = _field(None, "How each step is computed: fast (fused AdamW, losses read every 10 "
-                                              "steps) or toolkit (the script's AdamW and per-step loss read) "
-                                              "[default: fast; toolkit with --exact-toolkit]", choices=STEP_KINDS)
-    exact_toolkit: bool = _field(False, "Reproduce the toolkit's train_projector.py byte for byte: its numpy "
-                                        "query stream and step (one thread); projector.bin only when it writes it")
-    schedule: str = _field("toolkit", "Learning-rate schedule: toolkit (x --lr-decay every --lr-decay-every), or "
-                           "cosine / linear decay to 0 at the last iteration", choices=SCHEDULES)
-    warmup: int = _field(0, "Iterations of linear learning-rate warm-up before the schedule")
-    precision: str = _field("float32", "Arithmetic of the forward and backward passes: float32, bfloat16 "
-                            "(matrix products in bfloat16; weights, losses and AdamW stay float32), or auto "
-                            "(bfloat16 where the device multiplies it natively, else float32)", choices=PRECISIONS)
-    recipe: str = _field("toolkit", "Preset the other settings start from (toolkit: the toolkit's constants; "
-                         "fast: see docs/training.md); options given explicitly override it")
+    NUMERIC_FIELDS = NUMERIC_FIELDS
+    POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden", "hidden_layers")
+    FINITE_FIELDS = CommonConfig.FINITE_FIELDS + (("weight_features", None), ("weight_latent", None),
+                                                  ("weight_distance", None))
 
-    def __post_init__(self):
-        for name in ("iterations", "batch_size", "lr_decay_every", "save_every", "checkpoint_every",
-                     "threads", "hidden", "hidden_layers"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be at least 0, not {self.warmup}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
-        if self.exact_toolkit and (self.schedule != "toolkit" or self.warmup):
-            raise ValueError("--exact-toolkit trains on the toolkit's schedule: leave out --schedule and --warmup "
-                             "(and --recipe fast)")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
-        if self.exact_toolkit and self.precision != "float32":
-            raise ValueError("--exact-toolkit computes in float32, as the script does: leave out --precision "
-                             "(and --recipe fast)")
-        if self.step is None:  # frozen: the resolved default is set once, here
-            object.__setattr__(self, "step", "toolkit" if self.exact_toolkit else "fast")
-        if self.step not in STEP_KINDS:
-            raise ValueError(f"step must be one of {', '.join(STEP_KINDS)}, not {self.step!r}")
-        if not 0 <= self.seed < 2 ** 63:
-            raise ValueError(f"seed must be between 0 and 2**63 - 1, not {self.seed}")
-        for name, low in (("lr", 0.0), ("lr_decay", 0.0), ("weight_decay", None), ("weight_features", None),
-                          ("weight_latent", None), ("weight_distance", None)):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0 or (low is not None and value <= low):
-                bound = "above 0" if low is not None else "0 or more"
-                raise ValueError(f"{name} must be a finite number {bound}, not {value}")
-        if self.exact_toolkit and (self.step != "toolkit" or self.threads not in (None, 1) or self.device != "cpu"):
-            raise ValueError("--exact-toolkit runs the toolkit's step on one CPU thread, as the script does: leave "
-                             "out --step, --threads and --device (or pass --step toolkit --threads 1 --device cpu)")
-
-    def to_dict(self):
-        """The resolved settings as a plain dict (stored in every checkpoint)."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values):
-        """Rebuild a config from ``to_dict`` output, ignoring keys this version does not know."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in values.items() if key in known})
-
-
-def numeric_differences(old, new):
-    """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str.
-
-    Under a schedule that decays to 0 at the last iteration, ``iterations`` counts too.
-    """
-    names = NUMERIC_FIELDS + (("iterations",) if "toolkit" not in (old.schedule, new.schedule) else ())
-    return [name for name in names if getattr(old, name) != getattr(new, name)]
+    weight_features: float = field(toolkit_recipe.WEIGHT_FEATURES, "Weight of the L1 loss on the projected features")
+    weight_latent: float = field(toolkit_recipe.WEIGHT_LATENT, "Weight of the L1 loss on the projected latent")
+    weight_distance: float = field(toolkit_recipe.WEIGHT_DISTANCE,
+                                   "Weight of the L1 loss on query-to-output vs query-to-neighbour distance")
+    hidden: int = field(toolkit_recipe.HIDDEN, "Width of each hidden layer")
+    hidden_layers: int = field(toolkit_recipe.HIDDEN_LAYERS, "Number of hidden layers")

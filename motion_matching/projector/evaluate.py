@@ -19,12 +19,12 @@ from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours.queries import HELD_OUT_SEED, RECIPE, generate_queries
 from motion_matching.neighbours.search import DEFAULT_BACKEND, make_searcher
 from motion_matching.projector import objective
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.defaults import EVALUATION_QUERIES
 from motion_matching.projector.export import is_checkpoint, load_projector
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
+from motion_matching.training.checkpoint import load_checkpoint
 
 LOG = logging.getLogger(__name__)
 

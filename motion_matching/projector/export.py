@@ -7,13 +7,13 @@ import logging
 import os
 
 from motion_matching.errors import InvalidFile, OverwriteRefused
-from motion_matching.projector.checkpoint import load_checkpoint
 from motion_matching.projector.defaults import EXPORT_FORMATS
 from motion_matching.projector.model import module_from_state_dict, module_to_network, network_to_module
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.binary_io import open_for_reading
 from motion_matching.toolkit.overwrite import same_file
 from motion_matching.toolkit.sniff import file_kind
+from motion_matching.training.checkpoint import load_checkpoint
 
 LOG = logging.getLogger(__name__)
 
@@ -100,3 +100,9 @@ def export_network(source, out, *, format=None, split=False, force=False):
         outputs = export_onnx(module, out, split=split)
     LOG.debug("wrote %s (%s, sizes %s)", out, format, module.sizes)
     return {"format": format, "sizes": list(module.sizes), "bytes": os.path.getsize(out), "outputs": outputs}
+
+
+def load_checkpoint_module(path):
+    """The trained ``NormalisedMLP`` (CPU, eval mode) held by the checkpoint at ``path``."""
+    module = module_from_state_dict(load_checkpoint(path)["model"])
+    return module.eval()

@@ -1,4 +1,5 @@
-"""What training reads before its first step: the toolkit's files, the cache, a checkpoint to resume.
+"""What projector training reads before its first step: the toolkit's files and the cache
+(``training.resume`` reads the checkpoint to resume).
 
 Each check raises a ``MotionMatchingError`` naming the file, so a bad input stops a run before it starts.
 """
@@ -6,15 +7,12 @@ import contextlib
 import typing
 
 import numpy as np
-import torch
 
 from motion_matching.cache import open_cache
 from motion_matching.cache.commands import build_cache_command, command_line
 from motion_matching.errors import InvalidFile, MismatchedFiles, MissingFile, StaleCache
 from motion_matching.fingerprint import file_sha256
 from motion_matching.neighbours import toolkit_stream
-from motion_matching.projector.checkpoint import load_checkpoint
-from motion_matching.projector.config import TrainConfig, numeric_differences
 from motion_matching.toolkit import formats
 
 
@@ -110,36 +108,3 @@ def _stream_mismatch(attributes, config, inputs):
                 f"{config.iterations * config.batch_size}")
     return None
 
-
-def checkpoint_mismatches(payload, config, hashes):
-    """What keeps a run of ``config``, on inputs of SHA-256 ``hashes`` ({"features": ..., "latent": ...}),
-    from continuing the loaded checkpoint ``payload``: ``(saved config, names of the settings that differ,
-    names of the inputs that differ)``. A garbled payload raises KeyError, TypeError or ValueError."""
-    saved = TrainConfig.from_dict(payload["config"])
-    changed = [name for name, digest in hashes.items() if payload["inputs"].get(name) != digest]
-    return saved, numeric_differences(saved, config), changed
-
-
-def restore_checkpoint(run, path):
-    """Load checkpoint ``path`` into ``run`` (model, optimiser, schedule, step, rolling loss, RNG)."""
-    payload = load_checkpoint(path)
-    try:
-        saved, settings, inputs = checkpoint_mismatches(payload, run.config, run.inputs.hashes)
-        for name in settings:
-            option = "--" + name.replace("_", "-")
-            raise MismatchedFiles(path, f"was written with {option} {getattr(saved, name)}, this run has "
-                                        f"{getattr(run.config, name)}", option="the same value to resume")
-        for name in inputs:
-            raise MismatchedFiles(path, f"was trained on another {name}.bin than "
-                                        f"{getattr(run.inputs, name + '_path')}")
-        run.module.load_state_dict(payload["model"])
-        run.optimizer.load_state_dict(payload["optimizer"])
-        run.scheduler.load_state_dict(payload["scheduler"])
-        run.step, run.rolling = int(payload["step"]), payload["rolling_loss"]
-        run.recorded_threads = payload.get("threads")  # checkpoints before the thread policy have none
-        run.stream_state = payload["rng"].get("toolkit_stream")
-        torch.set_rng_state(payload["rng"]["torch"])
-        if "cuda" in payload["rng"] and run.device.type == "cuda":
-            torch.cuda.set_rng_state(payload["rng"]["cuda"], run.device)
-    except (KeyError, TypeError, RuntimeError, ValueError) as error:
-        raise InvalidFile(path, f"is a damaged checkpoint (it lacks or garbles {error})") from None

@@ -1,11 +1,7 @@
-"""What a training run says before its first step, in this order: that it reads its cache's rows more than
-once (the first line, a warning), that its warm-up does not fit its iterations, where it continues."""
-import logging
-
+"""What a projector training run says before its first step, in this order: that it reads its cache's rows
+more than once (the first line, a warning), then what every run says (``training.notes``)."""
 from motion_matching.projector.batches import OfflineBatches
-from motion_matching.projector.schedule import schedule_note
-
-LOG = logging.getLogger(__name__)
+from motion_matching.training import notes
 
 
 def cache_reuse_note(source, config):
@@ -20,13 +16,6 @@ def cache_reuse_note(source, config):
 
 
 def log_run_notes(run, source, *, continued=None):
-    """Log the notes of ``run`` (a ``train._Run`` about to train from ``source``): none for a finished run,
-    which trains nothing. ``continued`` names the checkpoint of its folder it resumes, if any."""
-    if run.step >= run.config.iterations:
-        return
-    for note in (cache_reuse_note(source, run.config), schedule_note(run.config)):
-        if note is not None:
-            LOG.warning("%s", note)
-    if continued is not None:
-        LOG.info("%s: continuing the run it holds at iteration %s (another --out starts a new run)", continued,
-                 f"{run.step:,}")
+    """Log the notes of ``run`` (a ``train._Run`` about to train from ``source``): the cache's first, then
+    ``training.notes``'s. ``continued`` names the checkpoint of its folder it resumes, if any."""
+    notes.log_run_notes(run, continued=continued, notes=(cache_reuse_note(source, run.config),))

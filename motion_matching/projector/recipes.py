@@ -10,9 +10,8 @@
 A recipe sets only the fields it lists; every other field keeps its default, and settings given
 explicitly override the recipe's.
 """
-import dataclasses
-
 from motion_matching.projector.config import TrainConfig
+from motion_matching.training.config import config_with_recipe
 
 RECIPES = {
     "toolkit": {},
@@ -28,10 +27,4 @@ def recipe_settings(name):
 
 def recipe_config(name="toolkit", **overrides):
     """The ``TrainConfig`` of recipe ``name`` with ``overrides`` (field values) applied on top."""
-    if name not in RECIPES:
-        raise ValueError(f"recipe must be one of {', '.join(RECIPES)}, not {name!r}")
-    known = {field.name for field in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ValueError(f"unknown settings: {', '.join(unknown)}")
-    return TrainConfig(**{**recipe_settings(name), **overrides, "recipe": name})
+    return config_with_recipe(TrainConfig, RECIPES, name, overrides)

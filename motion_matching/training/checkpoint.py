@@ -1,25 +1,28 @@
-"""Training checkpoints (``projector_checkpoint.pt``): one torch file with everything a resume needs.
+"""Training checkpoints (``projector_checkpoint.pt``, ``decompressor_checkpoint.pt``): one torch file with
+everything a resume needs, the same layout for every network.
 
 Layout: a dict saved with ``torch.save`` (a zip archive), one key each in ``CHECKPOINT_KEYS``:
 
 - ``format``: ``CHECKPOINT_FORMAT`` ("mm-projector-checkpoint"); ``version``: ``CHECKPOINT_VERSION`` (1);
-- ``model``: the ``NormalisedMLP`` state dict (``linear0.weight`` ... and the ``mean_in``, ``std_in``,
-  ``mean_out``, ``std_out`` buffers), so it alone rebuilds the network;
+- ``model``: the network's state dict, so it alone rebuilds the network (the projector's ``NormalisedMLP``:
+  ``linear0.weight`` ... and the ``mean_in``, ``std_in``, ``mean_out``, ``std_out`` buffers; the
+  decompressor's ``Autoencoder``: ``compressor.*`` and ``decompressor.*`` with their normalisation);
 - ``optimizer``: the AdamW state dict; ``scheduler``: the ExponentialLR state dict;
 - ``step``: int, iterations done (the next one to run);
-- ``config``: ``TrainConfig.to_dict()``, the run's settings (resume refuses other numeric settings;
+- ``config``: the config's ``to_dict()``, the run's settings (resume refuses other numeric settings;
   ``evaluate`` takes its loss weights from it);
 - ``rng``: ``{"torch": torch.get_rng_state()}``, plus ``"cuda"`` (that device's state) on a CUDA run and
   ``"toolkit_stream"`` on an online ``--exact-toolkit`` run: the numpy generator state before iteration
   ``step`` (``{"iteration", "keys" (624,) uint32, "pos", "has_gauss", "cached_gaussian"}``,
   ``neighbours.toolkit_stream.ToolkitStream.state()``);
-- ``inputs``: ``{"features": sha256, "latent": sha256}`` hex digests of the files trained on;
+- ``inputs``: ``{name: sha256}`` hex digests of the files trained on (the projector: features, latent;
+  the decompressor: database, features);
 - ``rolling_loss``: float, the toolkit's rolling loss at ``step`` (None before the first iteration);
 - ``source``: "online" (BallTree searches) or "offline" (an exact-neighbour cache).
 - ``threads``: int, the torch threads the run trains on (``step.run_threads``); a resumed run without
   ``--threads`` keeps it, since the fast step's results at batch 1,024 depend on the thread count.
 
-``train._Run.write_checkpoint`` writes it; ``inputs.restore_checkpoint`` reads it back.
+``run.TrainingRun.write_checkpoint`` writes it; ``resume.restore_checkpoint`` reads it back.
 """
 import zipfile
 
@@ -27,7 +30,6 @@ import torch
 
 from motion_matching.atomic import atomic_write
 from motion_matching.errors import InvalidFile
-from motion_matching.projector.model import module_from_state_dict
 from motion_matching.toolkit.binary_io import open_for_reading
 from motion_matching.toolkit.sniff import ZIP_SIGNATURE, another_kind
 
@@ -86,8 +88,3 @@ def _first_words(error):
     text = text if len(text) <= 80 else text[:77] + "..."
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
-
-def load_checkpoint_module(path):
-    """The trained ``NormalisedMLP`` (CPU, eval mode) held by the checkpoint at ``path``."""
-    module = module_from_state_dict(load_checkpoint(path)["model"])
-    return module.eval()

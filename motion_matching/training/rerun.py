@@ -1,16 +1,16 @@
 """What a run does with the files an earlier run left in its folder: resume them, or refuse to overwrite them.
 
-Rerunning the same command continues from ``projector_checkpoint.pt`` (as build-cache resumes its
-partial file); files of another run, or a projector.bin without a checkpoint, are replaced only with ``force``.
+Rerunning the same command continues from the run's checkpoint (``projector_checkpoint.pt``,
+``decompressor_checkpoint.pt``; as build-cache resumes its partial file); files of another run, or a
+network .bin without a checkpoint, are replaced only with ``force``.
 """
 import logging
 import os
 
 from motion_matching.errors import InvalidFile, MismatchedFiles, MotionMatchingError
-from motion_matching.projector.checkpoint import load_checkpoint
-from motion_matching.projector.inputs import checkpoint_mismatches, restore_checkpoint
-from motion_matching.projector.step import with_resolved_precision
-from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
+from motion_matching.training.checkpoint import load_checkpoint
+from motion_matching.training.resume import checkpoint_mismatches, restore_checkpoint
+from motion_matching.training.step import with_resolved_precision
 
 LOG = logging.getLogger(__name__)
 KEEP = "choose another --out, or pass --force to replace it"
@@ -20,15 +20,12 @@ def continue_earlier_run(run, *, resume=None, force=False):
     """Restore into ``run`` the checkpoint it continues from: ``resume``, else the one in its folder.
 
     Returns the checkpoint path restored (str) or None for a fresh run. Raises ``MismatchedFiles`` when
-    the folder holds another run's checkpoint or a projector.bin without one, unless ``force``: that
+    the folder holds another run's checkpoint or a network .bin without one, unless ``force``: that
     replaces them, but a checkpoint this run can continue (the same settings and inputs) is continued
-    even then, so rerunning the last command line never throws the run's progress away. With plots, a
-    projector_X.png or projector_Z.png there that training did not write is refused too, unless ``force``.
+    even then, so rerunning the last command line never throws the run's progress away. Previews there
+    that training did not write are refused too, unless ``force`` (``run.refuse_previews``).
     """
-    if run.plots:
-        from motion_matching.projector.plots import PLOT_NAMES
-        refuse_existing([os.path.join(run.out_dir, name) for name in PLOT_NAMES], force=force,
-                        ours=lambda path: png_writer(path) == writer_tag("train"), why=" (not written by train)")
+    run.refuse_previews(force=force)
     if resume is not None:
         restore_checkpoint(run, resume)
         return os.fspath(resume)
@@ -46,9 +43,10 @@ def continue_earlier_run(run, *, resume=None, force=False):
             raise MismatchedFiles(run.checkpoint_path, f"holds a run of {run.step:,} iterations, more than "
                                                        f"--iterations {run.config.iterations:,}; {KEEP}")
         return run.checkpoint_path  # train says where it continues, after the cache's line
-    if os.path.exists(run.network_path) and not force:
-        raise MismatchedFiles(run.network_path, f"is another run's (no {os.path.basename(run.checkpoint_path)} "
-                                                f"beside it to continue from); {KEEP}")
+    for path in run.output_paths():
+        if os.path.exists(path) and not force:
+            raise MismatchedFiles(path, f"is another run's (no {os.path.basename(run.checkpoint_path)} "
+                                        f"beside it to continue from); {KEEP}")
     return None
 
 
@@ -64,7 +62,7 @@ def _not_continued(path, error):
 
 def checkpoint_problem(path, config, hashes):
     """Why the checkpoint at ``path`` cannot be continued by a run of ``config`` on inputs of SHA-256
-    ``hashes`` ({"features": ..., "latent": ...}): a str, or None when it can (or is absent)."""
+    ``hashes`` ({name: sha256}): a str, or None when it can (or is absent)."""
     if not os.path.exists(path):
         return None
     try:
