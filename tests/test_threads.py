@@ -137,3 +137,17 @@ def test_a_slowdown_is_said_once_it_falls_under_half_the_best_rate():
     assert threads.slowdown_note(rate=3.1, best=None, busy=1.8, cores=2, threads=2) is None
     assert threads.slowdown_note(rate=1.0, best=4.0, busy=None, cores=2, threads=1) == (
         "note: training slowed to 1.0 it/s from 4.0 it/s; it keeps its 1 thread (--threads to choose)")
+
+
+def test_the_rate_watch_says_a_slowdown_once_with_the_load_of_its_window(monkeypatch, caplog):
+    snapshots = iter([CpuTimes(0.0, 0.0, 0.0), CpuTimes(1.0, 1.0, 1.0), CpuTimes(2.0, 2.0, 2.0),
+                      CpuTimes(4.0, 2.5, 3.0), CpuTimes(6.0, 3.0, 4.0)])
+    monkeypatch.setattr(threads, "cpu_times", lambda cpus: next(snapshots))
+    monkeypatch.setattr(threads, "WINDOW_SECONDS", 0.0)
+    caplog.set_level("WARNING", logger="motion_matching.threads")
+    watch = threads.RateWatch(ThreadChoice(2, "measured", 2, 0.0))
+    for step in (0, 100, 200, 210, 215):  # 100 it/s twice, then 10 and 5 it/s
+        watch.observe(step)
+    assert [record.getMessage() for record in caplog.records] == [
+        "note: training slowed to 10.0 it/s from 100.0 it/s, 1.5 of 2 cores busy with other processes; it keeps "
+        "its 2 threads (--threads to choose)"]
