@@ -10,8 +10,8 @@ whole library call included (the policy's load sample too). Repeats interleave e
 medians are reported, with the default's rate over the better fixed count's (required: >= 0.95 idle,
 >= 0.85 with busy processes).
 
-    python benchmarks/bench_contention.py [--fast-iterations 200] [--toolkit-iterations 1000]
-                                          [--queries 1000000] [--repeats 3] [--run-timeout 240]
+    python benchmarks/bench_contention.py [--fast-iterations 150] [--toolkit-iterations 600]
+                                          [--queries 1000000] [--repeats 3] [--run-timeout 120]
                                           [--workloads fast,toolkit,build-cache] [--loads 0,1,N]
                                           [--quick] [--json FILE]
 
@@ -196,14 +196,14 @@ def table(rows, cores):
 
 @click.command()
 @click.option("--frames", default=50_000, show_default=True, help="Frames of the synthetic database.")
-@click.option("--fast-iterations", default=200, show_default=True, help="Timed iterations, fast recipe (batch 1,024).")
-@click.option("--toolkit-iterations", default=1000, show_default=True,
+@click.option("--fast-iterations", default=150, show_default=True, help="Timed iterations, fast recipe (batch 1,024).")
+@click.option("--toolkit-iterations", default=600, show_default=True,
               help="Timed iterations, toolkit recipe (batch 32).")
 @click.option("--queries", default=1_000_000, show_default=True, help="Queries of each build-cache run.")
 @click.option("--repeats", default=3, show_default=True, help="Interleaved repeats; medians are reported.")
 @click.option("--workloads", default=",".join(WORKLOADS), show_default=True, help="Comma-separated subset.")
 @click.option("--loads", default=None, help="Busy process counts, comma-separated [default: 0,1,N].")
-@click.option("--run-timeout", default=240, show_default=True,
+@click.option("--run-timeout", default=120, show_default=True,
               help="Seconds after which a run is stopped and counted at its work over this time (a bound).")
 @click.option("--quick", is_flag=True, help="A tiny run (for the tests): 3,000 frames, few iterations.")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")

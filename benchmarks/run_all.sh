@@ -30,4 +30,4 @@ run parity-toolkit benchmarks/parity_toolkit.py --frames 50000 --iterations 5001
 run inference benchmarks/bench_inference.py --passes 7
 run checksums benchmarks/bench_checksums.py --frames 50000 --queries 1048576 --repeats 5
 run kill-training benchmarks/kill_training.py --trials 3
-run contention benchmarks/bench_contention.py --fast-iterations 200 --toolkit-iterations 1000 --queries 1000000 --repeats 3
+run contention benchmarks/bench_contention.py --fast-iterations 150 --toolkit-iterations 600 --queries 1000000 --repeats 3
