@@ -23,7 +23,7 @@ setup(
     version="0.1.0",
     description="Train the Learned Motion Matching projector fast, exactly and reproducibly",
     packages=find_packages(include=["motion_matching", "motion_matching.*"]),
-    py_modules=["train_projector", "generate_database"],
+    py_modules=["train_projector", "train_decompressor", "generate_database"],
     # the compiled inner loop of the default search; without a C compiler the pure-numpy one is used
     ext_modules=[cell_search],
     cmdclass={"build_ext": OptimisedBuildExt},

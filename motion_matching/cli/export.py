@@ -23,12 +23,14 @@ _FILE = INPUT_FILE
 @click.option("--force", is_flag=True, help="Replace an existing FILE (never SOURCE itself).")
 @reports_errors
 def export(source, out, format_, split, force):
-    """Export SOURCE (a training checkpoint or a network .bin) for the runtime or for ONNX.
+    """Export SOURCE (a projector or decompressor training checkpoint, or a network .bin) for the runtime
+    or for ONNX.
 
     Example: mm-projector export runs/projector.pt --out projector.bin
     """
-    from motion_matching.projector.export import export_network  # torch: loaded when run, not for --help
-    result = export_network(source, out, format=format_, split=split, force=force)
+    from motion_matching.decompressor.export import checkpoint_network  # torch: loaded when run, not for --help
+    from motion_matching.projector.export import export_network
+    result = export_network(source, out, format=format_, split=split, force=force, network_of=checkpoint_network)
     sizes = " -> ".join(str(size) for size in result["sizes"])
     click.echo(f"wrote {out}: {result['format']}, {sizes}, {result['bytes']} bytes, "
                f"outputs {', '.join(result['outputs'])}")

@@ -21,9 +21,11 @@ COMMANDS = {
     "check-files": ("files", "Validate toolkit files; check their frame counts agree."),
     "demo": ("demo", "The whole pipeline on synthetic data, step by step."),
     "evaluate": ("export", "Held-out errors and match accuracy of a projector."),
+    "evaluate-decompressor": ("decompressor", "Pose errors of a decompressor over every frame."),
     "export": ("export", "A checkpoint or .bin to the runtime .bin or ONNX."),
     "generate-database": ("data", "Write database.bin, features.bin and latent.bin."),
     "train": ("train", "Train the projector (online, or --offline from a cache)."),
+    "train-decompressor": ("decompressor", "Train the decompressor and write latent.bin."),
 }
 COMMAND_MODULES = {name: module for name, (module, _) in COMMANDS.items()}
 USAGE_EXIT = 2  # click's status for a usage error, kept: scripts tell it from a failed run (1)

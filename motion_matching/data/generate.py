@@ -36,6 +36,8 @@ def write_toolkit_files(out_dir, database, *, weights=DEFAULT_WEIGHTS, latent=No
     LOG.info("features: %d frames in %.2f s", database.nframes, time.perf_counter() - started)
     if latent is None:
         latent = compute_latent(database, nlatent=nlatent)
+        LOG.info("latent.bin: the synthetic stand-in (for demonstrations: no decompressor.bin decodes it; "
+                 "train-decompressor trains the real one)")
     paths = {name: os.path.join(out_dir, f"{name}.bin") for name in ("database", "features", "latent")
              if write_database or name != "database"}
     make_folder(out_dir)

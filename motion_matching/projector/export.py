@@ -80,9 +80,10 @@ def check_out(source, out, *, force=False):
         raise OverwriteRefused(out, f"exists and is {kind}" if kind else "exists", option="--force to replace it")
 
 
-def export_network(source, out, *, format=None, split=False, force=False):
+def export_network(source, out, *, format=None, split=False, force=False, network_of=None):
     """Write the network held by ``source`` (checkpoint or .bin) to ``out`` as ``format`` ("bin" or "onnx";
-    default: the one ``out``'s extension names, else "bin").
+    default: the one ``out``'s extension names, else "bin"). ``network_of(source)``, when given, reads
+    checkpoints of other networks (the decompressor's): a ``formats.Network``, or None for a projector's.
 
     ``split`` (ONNX only) names two outputs, ``features`` (first ``sizes[0]`` columns) and ``latent``
     (the rest), instead of one ``output``. Returns a dict: ``format``, ``sizes`` (layer widths),
@@ -91,7 +92,8 @@ def export_network(source, out, *, format=None, split=False, force=False):
     """
     format = output_format(out, format)
     check_out(source, out, force=force)
-    module = load_projector_module(source)
+    network = None if network_of is None else network_of(source)
+    module = load_projector_module(source) if network is None else network_to_module(network).eval()
     if format == "bin":
         formats.save_network(out, module_to_network(module))
         outputs = ["output"]

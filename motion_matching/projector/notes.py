@@ -1,7 +1,12 @@
 """What a projector training run says before its first step, in this order: that it reads its cache's rows
 more than once (the first line, a warning), then what every run says (``training.notes``)."""
+import logging
+
 from motion_matching.projector.batches import OfflineBatches
+from motion_matching.toolkit.provenance import latent_status
 from motion_matching.training import notes
+
+LOG = logging.getLogger(__name__)
 
 
 def cache_reuse_note(source, config):
@@ -19,3 +24,12 @@ def log_run_notes(run, source, *, continued=None):
     """Log the notes of ``run`` (a ``train._Run`` about to train from ``source``): the cache's first, then
     ``training.notes``'s. ``continued`` names the checkpoint of its folder it resumes, if any."""
     notes.log_run_notes(run, continued=continued, notes=(cache_reuse_note(source, run.config),))
+
+
+def log_latent_status(inputs):
+    """Say in one line where the run's latent.bin comes from (``inputs``: ``projector.inputs.Inputs``):
+    train-decompressor's for these files, stale (a warning: trained from another database.bin or
+    features.bin), the synthetic stand-in, or unrecorded (the toolkit's own)."""
+    state, line = latent_status(inputs.latent_path, database_path=inputs.database_path,
+                                features_path=inputs.features_path)
+    (LOG.warning if state == "stale" else LOG.info)("%s", line)

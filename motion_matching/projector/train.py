@@ -17,7 +17,7 @@ from motion_matching.projector.batches import OfflineBatches, OnlineBatches
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.inputs import load_inputs, open_cache_reader
 from motion_matching.projector.model import module_to_network
-from motion_matching.projector.notes import log_run_notes
+from motion_matching.projector.notes import log_latent_status, log_run_notes
 from motion_matching.projector.objective import HELD_OUT_QUERIES, held_out_loss, make_projector
 from motion_matching.projector.step import TrainStep
 from motion_matching.projector.toolkit_batches import toolkit_online_batches
@@ -135,6 +135,7 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
         continued = prepare(run, resume=resume, force=force, sample=sample)
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         log_run_notes(run, source, continued=continued)
+        log_latent_status(inputs)
         source.seek(run.step)
         stack.callback(run.close)
         train(run, source)

@@ -1,0 +1,30 @@
+"""The decompressor's training settings: the shared ones (``training.config.CommonConfig``) and its own,
+with the toolkit's ``train_decompressor.py`` values as defaults (seed 1234, batch 32 windows of 2 frames,
+AdamW lr 0.001 amsgrad weight decay 0.001, x0.99 every 1,000 iterations, 500,000 iterations,
+decompressor.bin and latent.bin every 1,000 iterations, 512 hidden units, 32 latent values)."""
+import dataclasses
+
+from motion_matching.training.config import COMMON_NUMERIC_FIELDS, CommonConfig, config_with_recipe, field
+
+
+@dataclasses.dataclass(frozen=True)
+class DecompressorConfig(CommonConfig):
+    """Hyperparameters of one decompressor training run (frozen; torch-free, for ``--help``)."""
+
+    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden",)
+    POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden",)
+
+    hidden: int = field(512, "Width of the compressor's and decompressor's hidden layers")
+
+
+RECIPES = {
+    "toolkit": {},
+    # measured against toolkit in benchmarks/bench_decompressor.py (docs/decompressor.md)
+    "fast": {"batch_size": 256, "iterations": 20_000, "lr": 0.003, "schedule": "cosine", "warmup": 200,
+             "precision": "auto"},
+}
+
+
+def recipe_config(name="toolkit", **overrides):
+    """The ``DecompressorConfig`` of recipe ``name`` with ``overrides`` (field values) applied on top."""
+    return config_with_recipe(DecompressorConfig, RECIPES, name, overrides)

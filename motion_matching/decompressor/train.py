@@ -1,0 +1,106 @@
+"""The decompressor training loop: the toolkit's ``train_decompressor.py``, resumable and safe to interrupt.
+
+Like the script, a run writes ``latent.bin`` (the compressor over every frame) and ``decompressor.bin``
+(the runtime layout) after iteration 0 and every ``save_every`` iterations after it, and decays the
+learning rate on the same schedule; ``decompressor_checkpoint.pt`` follows every ``checkpoint_every``
+iterations, at the end and on Ctrl-C (the loop, resume and Ctrl-C are ``training.run``'s). Beside
+``latent.bin``, ``latent.json`` records what it was made from (``toolkit.provenance``).
+"""
+import os
+
+import torch
+
+from motion_matching.atomic import check_folder_name
+from motion_matching.decompressor.batches import WindowBatches
+from motion_matching.decompressor.config import DecompressorConfig
+from motion_matching.decompressor.inputs import load_inputs
+from motion_matching.decompressor.model import Autoencoder, decompressor_network
+from motion_matching.decompressor.objective import LossTerms, compressor_input, decompressor_losses
+from motion_matching.threads import Sample
+from motion_matching.toolkit import formats
+from motion_matching.toolkit.provenance import provenance_path, write_record
+from motion_matching.training.notes import log_run_notes
+from motion_matching.training.run import TrainingRun, prepare, torch_device, train, training_folder
+from motion_matching.training.step import OptimiserStep, PrecisionForward, with_resolved_precision
+
+NETWORK_NAME = "decompressor.bin"
+LATENT_NAME = "latent.bin"
+CHECKPOINT_NAME = "decompressor_checkpoint.pt"
+
+
+def make_autoencoder(inputs, config):
+    """A freshly initialised ``Autoencoder`` (CPU, float32) after ``torch.manual_seed(config.seed)``, its
+    normalisation the database's: the compressor's initial draws first, then the decompressor's, as the
+    script makes them."""
+    torch.manual_seed(config.seed)
+    stats = inputs.normalisation
+    module = Autoencoder(stats["compressor_mean_in"].shape[0], inputs.X.shape[1],
+                         stats["decompressor_mean_out"].shape[0], hidden=config.hidden)
+    module.set_normalisation(stats)
+    return module
+
+
+class _Run(TrainingRun):
+    """A decompressor training run: its two networks, window batches, decompressor.bin and latent.bin."""
+
+    TENSORBOARD_PREFIX = "decompressor"
+
+    def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None):
+        self.device = torch_device(config.device)
+        config = with_resolved_precision(config, self.device)
+        super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
+                         checkpoint_path=os.path.join(out_dir, CHECKPOINT_NAME), progress=progress,
+                         tensorboard=tensorboard, on_step=on_step)
+        module = make_autoencoder(inputs, config).to(self.device)
+        self.update = OptimiserStep(module, config)
+        self.start(module, self.update.optimizer)
+        self.latent_path = os.path.join(out_dir, LATENT_NAME)
+        self.forward = PrecisionForward(config.precision, self.device.type)
+        self.whole_database = None  # the compressor's input for every frame, made at the first save
+
+    def train_step(self, gnd, X):
+        """One optimiser step on a batch of windows; returns its ``LossTerms`` (detached tensors)."""
+        terms, _ = decompressor_losses(self.module, gnd, X, self.inputs.parents, self.forward)
+        self.update(terms.loss)
+        return LossTerms(*(term.detach() for term in terms))
+
+    def output_paths(self):
+        """The runtime files a run writes into its folder: decompressor.bin, latent.bin and its latent.json."""
+        return [self.network_path, self.latent_path, provenance_path(self.latent_path)]
+
+    def encode_database(self):
+        """The latent of every frame (F, nlatent) float32 numpy: the compressor over the whole database in one
+        batch, in float32, as the script computes it for latent.bin."""
+        if self.whole_database is None:
+            self.whole_database = compressor_input(self.inputs.arrays, [1, self.inputs.nframes]).to(self.device)
+        with torch.no_grad():
+            return self.module.encode(self.whole_database)[0].cpu().numpy()
+
+    def write_network(self):
+        """Write latent.bin, its latent.json and decompressor.bin (atomically, in the script's order)."""
+        formats.save_latent(self.latent_path, self.encode_database())
+        write_record(self.latent_path, made_by="decompressor", hashes=self.inputs.hashes, iterations=self.step,
+                     seed=int(self.config.seed), recipe=self.config.recipe)
+        formats.save_network(self.network_path, decompressor_network(self.module))
+
+
+def train_decompressor(config=DecompressorConfig(), *, database_path, features_path, out_dir=".", progress=None,
+                       resume=None, force=False, tensorboard=None, on_step=None):
+    """Train the compressor and decompressor; returns a ``TrainResult`` (its ``network_path`` is
+    decompressor.bin). Raises ``TrainingInterrupted`` after saving on Ctrl-C.
+
+    ``resume``, ``force``, ``progress`` and ``on_step`` work as ``projector.train.train_projector``'s: the
+    checkpoint in ``out_dir`` is continued; files of another run there (decompressor.bin, latent.bin) are
+    refused unless ``force``; a finished run, rerun, trains nothing and rewrites nothing.
+    """
+    check_folder_name(out_dir)
+    sample = Sample()  # other processes' load, measured while the run sets up
+    inputs = load_inputs(database_path, features_path)
+    with training_folder(out_dir) as stack:
+        run = _Run(config, inputs, out_dir=out_dir, progress=progress, tensorboard=tensorboard, on_step=on_step)
+        continued = prepare(run, resume=resume, force=force, sample=sample)
+        run.source = source = WindowBatches(inputs, batch_size=config.batch_size, device=run.device)
+        log_run_notes(run, continued=continued)
+        stack.callback(run.close)
+        train(run, source)
+        return run.result()

@@ -1,0 +1,109 @@
+"""train-decompressor and evaluate-decompressor: files of another run refused, reruns continue, Ctrl-C keeps
+the work, latent.bin's provenance reported by check-files, the evaluation's report and plot."""
+import json
+
+import pytest
+from click.testing import CliRunner
+from decompressor_helpers import FRAMES
+
+from motion_matching.cli import main
+from motion_matching.cli import train as train_cli
+from motion_matching.data import generate
+from motion_matching.data.features import FeatureWeights
+from motion_matching.toolkit import formats
+
+QUICK = ["--hidden", "64", "--threads", "1", "--quiet"]
+
+
+@pytest.fixture
+def inputs(tmp_path, monkeypatch):
+    """A FRAMES-frame synthetic database and its features in the current folder (a temporary one)."""
+    generate.generate_files(tmp_path, nframes=FRAMES)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def train(*arguments):
+    return CliRunner().invoke(main, ["train-decompressor", *QUICK, *arguments])
+
+
+def test_a_latent_bin_of_another_run_is_refused_and_kept(inputs):
+    before = (inputs / "latent.bin").read_bytes()  # the stand-in generate-database wrote, in --out
+    result = train("--iterations", "5")
+    assert result.exit_code == 1
+    assert result.output == ("Error: ./latent.bin: is another run's (no decompressor_checkpoint.pt beside it to "
+                             "continue from); choose another --out, or pass --force to replace it\n")
+    assert (inputs / "latent.bin").read_bytes() == before and not (inputs / "decompressor.bin").exists()
+
+
+def test_rerun_does_nothing_and_a_larger_iterations_continues(inputs):
+    assert train("--iterations", "8", "--out", "run").exit_code == 0
+    again = train("--iterations", "8", "--out", "run")
+    assert again.exit_code == 0 and again.output.startswith("run/decompressor.bin is already trained (8 iterations")
+    more = train("--iterations", "16", "--out", "run")
+    straight = train("--iterations", "16", "--out", "straight")
+    assert more.exit_code == straight.exit_code == 0, more.output + straight.output
+    for name in ("decompressor.bin", "latent.bin"):  # one thread, resumed exactly: the same bytes
+        assert (inputs / "run" / name).read_bytes() == (inputs / "straight" / name).read_bytes()
+
+
+def test_ctrl_c_keeps_the_work_and_the_same_command_continues(inputs, monkeypatch):
+    def interrupt_at(step):
+        def progress(report):
+            if report.step == step:
+                raise KeyboardInterrupt
+        return progress
+    line = [word for word in QUICK if word != "--quiet"] + ["--iterations", "30", "--out", "run"]
+    with monkeypatch.context() as patch:
+        patch.setattr(train_cli, "training_progress", lambda bar: interrupt_at(20))
+        stopped = CliRunner().invoke(main, ["train-decompressor", *line])
+    assert stopped.exit_code == 130
+    assert ("interrupted after 20 iterations; wrote run/decompressor.bin and run/decompressor_checkpoint.pt; "
+            "run the same command again to continue") in stopped.output
+    resumed = CliRunner().invoke(main, ["train-decompressor", *line])
+    assert resumed.exit_code == 0 and "after 30 iterations" in resumed.output
+
+
+def test_check_files_tells_a_fresh_latent_from_a_stale_one(inputs):
+    assert train("--iterations", "3", "--out", "run").exit_code == 0
+    files = ["--database", "database.bin", "--features", "features.bin"]
+    fresh = CliRunner().invoke(main, ["check-files", *files, "--latent", "run/latent.bin"])
+    assert fresh.exit_code == 0
+    assert "run/latent.bin: written by train-decompressor after 3 iterations from these files\n" in fresh.output
+    generate.generate_files(inputs / "other", nframes=FRAMES, weights=FeatureWeights(trajectory_directions=2))
+    stale = CliRunner().invoke(main, ["check-files", "--features", "other/features.bin", "--latent", "run/latent.bin"])
+    assert stale.exit_code == 0
+    assert ("run/latent.bin: stale: trained from another features.bin (run train-decompressor again)\n"
+            in stale.output)
+    unknown = CliRunner().invoke(main, ["check-files", *files, "--latent", "latent.bin"])
+    assert "latent.bin: no record of what it was trained from" in unknown.output
+
+
+def test_evaluate_decompressor_writes_its_report_and_plot(inputs):
+    pytest.importorskip("matplotlib", reason="the plot needs matplotlib")
+    assert train("--iterations", "3", "--out", "run").exit_code == 0
+    line = ["evaluate-decompressor", "--decompressor", "run/decompressor.bin", "--latent", "run/latent.bin",
+            "--out", "evaluation"]
+    result = CliRunner().invoke(main, line)
+    assert result.exit_code == 0, result.output
+    report = json.loads((inputs / "evaluation" / "decompressor_evaluation.json").read_text())
+    assert report["frames"] == FRAMES and 0 <= report["contact_accuracy"] <= 1
+    assert 0 < report["position_error_cm"]["mean"] <= report["position_error_cm"]["p95"] <= \
+        report["position_error_cm"]["max"]
+    assert set(report["loss_terms"]) >= {"loss", "loc_pos", "chr_xfm", "vreg"}
+    assert (inputs / "evaluation" / "decompressor_errors.png").read_bytes()[:4] == b"\x89PNG"
+    assert CliRunner().invoke(main, line).exit_code == 0  # its own files: replaced without --force
+    (inputs / "evaluation" / "decompressor_evaluation.json").write_text("{}")
+    refused = CliRunner().invoke(main, line)
+    assert refused.exit_code == 1
+    assert refused.output == ("Error: evaluation/decompressor_evaluation.json: exists (not written by "
+                              "evaluate-decompressor); pass --force to replace it, or choose another --out\n")
+
+
+def test_a_latent_of_other_frames_is_refused(inputs, tmp_path):
+    assert train("--iterations", "2", "--out", "run").exit_code == 0
+    formats.save_latent(tmp_path / "short.bin", formats.load_latent("run/latent.bin")[:-1])
+    result = CliRunner().invoke(main, ["evaluate-decompressor", "--decompressor", "run/decompressor.bin", "--latent",
+                                       str(tmp_path / "short.bin"), "--out", "evaluation"])
+    assert result.exit_code == 1
+    assert result.output == f"Error: {tmp_path / 'short.bin'}: has {FRAMES - 1} frames but database.bin has {FRAMES}\n"

@@ -1,0 +1,71 @@
+"""The toolkit's own train_decompressor.py and ours with --exact-toolkit write the same bytes.
+
+The script comes from ../shared/fixtures/toolkit/scripts (its README: run a copy whose only change is
+``niter``, in a folder holding database.bin and features.bin, with the scripts folder on PYTHONPATH).
+It writes decompressor.bin and latent.bin only after iterations 0, 1,000, 2,000, ...: one iteration
+checks everything before the loop and the first step; 1,001 end on the next save (the learning-rate
+decay, 1,000 batch draws and AdamW steps), here reached by our run in two halves, so exact resume is
+checked against the script too.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from motion_matching.data import generate
+from motion_matching.toolkit import formats
+
+from conftest import shared_fixture
+
+FRAMES = 1200  # the synthetic generator cuts this into 4 clips: the script's preview needs clip 2
+
+
+def run_toolkit_script(folder, *, iterations):
+    """Run a copy of the script with only ``niter`` changed in ``folder``; returns the bytes it wrote."""
+    scripts = shared_fixture("toolkit", "scripts")
+    for module in ("matplotlib", "tensorboard"):
+        pytest.importorskip(module, reason=f"the toolkit's script imports {module}")
+    text = (scripts / "train_decompressor.py").read_text()
+    assert text.count("niter = 500000") == 1
+    (folder / "train_decompressor.py").write_text(text.replace("niter = 500000", f"niter = {iterations}"))
+    env = dict(os.environ, PYTHONPATH=str(scripts), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, "train_decompressor.py"], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {name: (folder / name).read_bytes() for name in ("decompressor.bin", "latent.bin")}
+
+
+def small_database(folder):
+    """database.bin and features.bin of FRAMES synthetic frames in ``folder`` (at least 3 clips)."""
+    files = generate.generate_files(folder, nframes=FRAMES)
+    assert len(formats.load_database(files["database"]).range_starts) >= 3
+    return files
+
+
+def ours(files, out, *, iterations, **settings):
+    from motion_matching.decompressor.config import DecompressorConfig
+    from motion_matching.decompressor.train import train_decompressor
+    config = DecompressorConfig(iterations=iterations, exact_toolkit=True, **settings)
+    result = train_decompressor(config, database_path=files["database"], features_path=files["features"],
+                                out_dir=out)
+    assert result.steps == iterations
+    return {name: (out / name).read_bytes() for name in ("decompressor.bin", "latent.bin")}
+
+
+def test_one_iteration_writes_the_scripts_files(tmp_path):
+    files = small_database(tmp_path)
+    expected = run_toolkit_script(tmp_path, iterations=1)
+    written = ours(files, tmp_path / "ours", iterations=1)
+    assert formats.load_network(tmp_path / "ours" / "decompressor.bin").sizes[0] == 27 + 32
+    for name in expected:
+        assert written[name] == expected[name], f"{name} differs from the script's after iteration 0"
+
+
+def test_1001_iterations_in_two_runs_write_the_scripts_files(tmp_path):
+    files = small_database(tmp_path)
+    expected = run_toolkit_script(tmp_path, iterations=1001)
+    ours(files, tmp_path / "ours", iterations=600)  # stops between saves: the checkpoint carries the stream on
+    written = ours(files, tmp_path / "ours", iterations=1001)
+    for name in expected:
+        assert written[name] == expected[name], f"{name} differs from the script's after iteration 1,000"
