@@ -11,7 +11,7 @@ medians are reported, with the default's rate over the better fixed count's (req
 >= 0.85 with busy processes).
 
     python benchmarks/bench_contention.py [--fast-iterations 150] [--toolkit-iterations 600]
-                                          [--queries 1000000] [--repeats 3] [--run-timeout 120]
+                                          [--queries 1000000] [--repeats 3] [--run-timeout 60]
                                           [--workloads fast,toolkit,build-cache] [--loads 0,1,N]
                                           [--quick] [--json FILE]
 
@@ -203,7 +203,7 @@ def table(rows, cores):
 @click.option("--repeats", default=3, show_default=True, help="Interleaved repeats; medians are reported.")
 @click.option("--workloads", default=",".join(WORKLOADS), show_default=True, help="Comma-separated subset.")
 @click.option("--loads", default=None, help="Busy process counts, comma-separated [default: 0,1,N].")
-@click.option("--run-timeout", default=120, show_default=True,
+@click.option("--run-timeout", default=60, show_default=True,
               help="Seconds after which a run is stopped and counted at its work over this time (a bound).")
 @click.option("--quick", is_flag=True, help="A tiny run (for the tests): 3,000 frames, few iterations.")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
