@@ -49,7 +49,7 @@ def measure(recipe, files, folder, *, seconds):
     report, _ = evaluate_decompressor(f"{folder}/{recipe}/decompressor.bin", f"{folder}/{recipe}/latent.bin",
                                       database_path=files["database"], features_path=files["features"])
     return {"recipe": recipe, "batch": config.batch_size, "iterations": iterations, "seconds": wall,
-            "threads": torch.get_num_threads(),
+            "threads": torch.load(f"{folder}/{recipe}/decompressor_checkpoint.pt", weights_only=False)["threads"],
             **{key: report[key] for key in
                                                     ("position_error_cm", "rotation_error_deg", "contact_accuracy")},
             "loss": report["loss_terms"]["loss"]}

@@ -8,7 +8,7 @@
 # run stopped at the device's time limit still returns what it finished.
 #   bash benchmarks/gpu_check.sh
 # A CPU rehearsal of the same steps at small sizes (what CI-less checking can do here):
-#   DEVICE=cpu FRAMES=5000 QUERIES=65536 ITERATIONS=300 bash benchmarks/gpu_check.sh
+#   DEVICE=cpu FRAMES=5000 QUERIES=65536 ITERATIONS=300 DECOMPRESSOR_ITERATIONS=50 bash benchmarks/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=${DEVICE:-cuda}
@@ -55,3 +55,11 @@ for precision in float32 bfloat16; do
         --device "$device" --batch-size 1024 --iterations "$iterations" --precision "$precision" \
         --out "$work/run-$precision"
 done
+# issue 22: the decompressor's fast recipe on the device (its batches are drawn on the CPU, as the script's are,
+# and moved), then its evaluation over every frame
+seconds_of decompressor "$python" train_decompressor.py --database "$work/data/database.bin" \
+    --features "$work/data/features.bin" --device "$device" --recipe fast \
+    --iterations "${DECOMPRESSOR_ITERATIONS:-5000}" --out "$work/decompressor" --quiet
+seconds_of evaluate-decompressor "$python" -c 'from motion_matching.cli import main; main()' evaluate-decompressor \
+    --decompressor "$work/decompressor/decompressor.bin" --latent "$work/decompressor/latent.bin" \
+    --database "$work/data/database.bin" --features "$work/data/features.bin" --out "$out/decompressor" --no-plots

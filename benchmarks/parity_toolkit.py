@@ -7,6 +7,7 @@ the offline run from that cache, each as its own process, one after the other. P
 wall time and the SHA-256 of its projector.bin, and whether all three are byte-identical.
 
     python benchmarks/parity_toolkit.py [--frames 50000] [--iterations 5001] [--json FILE]
+    python benchmarks/parity_toolkit.py --decompressor [--frames 50000] [--iterations 2001]
 
 Choose ``--iterations`` one more than a multiple of 1,000: the script writes projector.bin after
 iterations 0, 1,000, 2,000, ..., so its last file is then that of the final iteration.
@@ -43,30 +44,53 @@ def digest(path):
     return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
 
 
-def run_script(folder, iterations):
-    """The toolkit's script, copied with only ``niter`` changed, in ``folder``; returns ``timed``'s pair."""
-    text = (SCRIPTS / "train_projector.py").read_text()
+def run_script(folder, iterations, script="train_projector.py"):
+    """The toolkit's ``script``, copied with only ``niter`` changed, in ``folder``; returns ``timed``'s pair."""
+    text = (SCRIPTS / script).read_text()
     if text.count("niter = 500000") != 1:
-        sys.exit(f"{SCRIPTS / 'train_projector.py'}: expected one 'niter = 500000' line")
-    (folder / "train_projector.py").write_text(text.replace("niter = 500000", f"niter = {iterations}"))
+        sys.exit(f"{SCRIPTS / script}: expected one 'niter = 500000' line")
+    (folder / script).write_text(text.replace("niter = 500000", f"niter = {iterations}"))
     env = dict(os.environ, PYTHONPATH=str(SCRIPTS), MPLBACKEND="Agg")
-    return timed([sys.executable, "train_projector.py"], cwd=folder, env=env)
+    return timed([sys.executable, script], cwd=folder, env=env)
 
 
-def ours(folder, arguments):
-    """``python train_projector.py ARGS`` of this project in ``folder``; returns ``timed``'s pair."""
+def ours(folder, arguments, script="train_projector.py"):
+    """``python SCRIPT ARGS`` of this project in ``folder``; returns ``timed``'s pair."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return timed([sys.executable, str(ROOT / "train_projector.py"), *arguments], cwd=folder, env=env)
+    return timed([sys.executable, str(ROOT / script), *arguments], cwd=folder, env=env)
+
+
+def decompressor_parity(frames, iterations):
+    """The toolkit's train_decompressor.py and ``python train_decompressor.py --exact-toolkit`` on the same
+    synthetic database: prints both runs' wall times and file digests; returns whether both files agree."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = pathlib.Path(scratch)
+        generate.generate_files(folder, nframes=frames)
+        timings = {"toolkit script": run_script(folder, iterations, "train_decompressor.py"),
+                   "ours": ours(folder, ["--exact-toolkit", "--iterations", str(iterations), "--quiet", "--out",
+                                         "ours"], "train_decompressor.py")}
+        digests = {name: [digest((folder if name == "toolkit script" else folder / "ours") / file)
+                          for file in ("decompressor.bin", "latent.bin")] for name in timings}
+    print(f"synthetic database: {frames} frames; {iterations} iterations at batch 32")
+    print(f"{'run':<16} {'wall s':>8} {'CPU s':>8}  decompressor.bin / latent.bin SHA-256")
+    for name, (wall, cpu) in timings.items():
+        print(f"{name:<16} {wall:8.1f} {cpu:8.1f}  {digests[name][0][:16]} / {digests[name][1][:16]}")
+    identical = digests["toolkit script"] == digests["ours"]
+    print(f"decompressor.bin and latent.bin byte-identical: {identical}")
+    return identical
 
 
 @click.command()
 @click.option("--frames", default=50_000, show_default=True, help="Frames of the synthetic database.")
 @click.option("--iterations", default=5_001, show_default=True, help="Iterations of each run.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write results here.")
-def main(frames, iterations, json_path):
+@click.option("--decompressor", is_flag=True, help="Compare train_decompressor.py's two files instead (no JSON).")
+def main(frames, iterations, json_path, decompressor):
     """Run the toolkit's script and ours (online, offline) with the same inputs and compare projector.bin."""
     if not SCRIPTS.is_dir():
         sys.exit(f"{SCRIPTS} is absent: the toolkit's script is needed")
+    if decompressor:
+        sys.exit(0 if decompressor_parity(frames, iterations) else 1)
     common = ["--exact-toolkit", "--iterations", str(iterations), "--quiet", "--held-out", "0"]
     with tempfile.TemporaryDirectory() as scratch:
         folder = pathlib.Path(scratch)

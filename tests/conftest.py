@@ -1,7 +1,10 @@
 """Shared fixtures: the read-only fixtures beside the project, and small valid toolkit files."""
 import importlib.util
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -64,6 +67,18 @@ def shared_fixture(*parts):
     if not path.exists():
         pytest.skip(f"{path} is absent: ../shared/fixtures is only beside the project in CI and sessions")
     return path
+
+
+def run_toolkit_script(name, folder, *, iterations):
+    """Run a copy of the toolkit's script ``name`` (../shared/fixtures/toolkit/scripts; skip when absent) with
+    only ``niter`` changed, in ``folder``, as its README says; fails the test if the script fails."""
+    scripts = shared_fixture("toolkit", "scripts")
+    text = (scripts / name).read_text()
+    assert text.count("niter = 500000") == 1
+    (folder / name).write_text(text.replace("niter = 500000", f"niter = {iterations}"))
+    env = dict(os.environ, PYTHONPATH=str(scripts), MPLBACKEND="Agg")
+    done = subprocess.run([sys.executable, name], cwd=folder, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def random_features(nframes=2000, nfeatures=27, seed=0):

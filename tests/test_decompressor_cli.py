@@ -107,3 +107,28 @@ def test_a_latent_of_other_frames_is_refused(inputs, tmp_path):
                                        str(tmp_path / "short.bin"), "--out", "evaluation"])
     assert result.exit_code == 1
     assert result.output == f"Error: {tmp_path / 'short.bin'}: has {FRAMES - 1} frames but database.bin has {FRAMES}\n"
+
+
+def test_device_cuda_without_a_gpu_is_one_line_and_writes_nothing(inputs):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device: benchmarks/gpu_check.sh trains the decompressor on it")
+    result = train("--iterations", "2", "--out", "run", "--device", "cuda")
+    assert result.exit_code == 1
+    assert result.output == "Error: --device: cuda requested but torch sees no CUDA device\n"
+    assert not (inputs / "run").exists()
+
+
+def test_plots_are_written_at_each_save_and_a_users_png_is_refused(inputs):
+    pytest.importorskip("matplotlib", reason="--plots needs matplotlib")
+    (inputs / "run").mkdir()
+    (inputs / "run" / "decompressor_Z.png").write_bytes(b"mine")
+    refused = train("--iterations", "2", "--out", "run", "--plots")
+    assert refused.exit_code == 1
+    assert refused.output == ("Error: run/decompressor_Z.png: exists (not written by train-decompressor); pass "
+                              "--force to replace it, or choose another --out\n")
+    assert (inputs / "run" / "decompressor_Z.png").read_bytes() == b"mine"
+    (inputs / "run" / "decompressor_Z.png").unlink()
+    assert train("--iterations", "2", "--out", "run", "--plots").exit_code == 0
+    for name in ("decompressor_X.png", "decompressor_Z.png"):
+        assert (inputs / "run" / name).read_bytes()[:4] == b"\x89PNG"

@@ -7,32 +7,21 @@ checks everything before the loop and the first step; 1,001 end on the next save
 decay, 1,000 batch draws and AdamW steps), here reached by our run in two halves, so exact resume is
 checked against the script too.
 """
-import os
-import subprocess
-import sys
-
 import pytest
 
 from motion_matching.data import generate
 from motion_matching.toolkit import formats
 
-from conftest import shared_fixture
+from conftest import run_toolkit_script
 
 FRAMES = 1200  # the synthetic generator cuts this into 4 clips: the script's preview needs clip 2
 
 
-def run_toolkit_script(folder, *, iterations):
+def run_decompressor_script(folder, *, iterations):
     """Run a copy of the script with only ``niter`` changed in ``folder``; returns the bytes it wrote."""
-    scripts = shared_fixture("toolkit", "scripts")
     for module in ("matplotlib", "tensorboard"):
         pytest.importorskip(module, reason=f"the toolkit's script imports {module}")
-    text = (scripts / "train_decompressor.py").read_text()
-    assert text.count("niter = 500000") == 1
-    (folder / "train_decompressor.py").write_text(text.replace("niter = 500000", f"niter = {iterations}"))
-    env = dict(os.environ, PYTHONPATH=str(scripts), MPLBACKEND="Agg")
-    done = subprocess.run([sys.executable, "train_decompressor.py"], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_toolkit_script("train_decompressor.py", folder, iterations=iterations)
     return {name: (folder / name).read_bytes() for name in ("decompressor.bin", "latent.bin")}
 
 
@@ -55,7 +44,7 @@ def ours(files, out, *, iterations, **settings):
 
 def test_one_iteration_writes_the_scripts_files(tmp_path):
     files = small_database(tmp_path)
-    expected = run_toolkit_script(tmp_path, iterations=1)
+    expected = run_decompressor_script(tmp_path, iterations=1)
     written = ours(files, tmp_path / "ours", iterations=1)
     assert formats.load_network(tmp_path / "ours" / "decompressor.bin").sizes[0] == 27 + 32
     for name in expected:
@@ -64,7 +53,7 @@ def test_one_iteration_writes_the_scripts_files(tmp_path):
 
 def test_1001_iterations_in_two_runs_write_the_scripts_files(tmp_path):
     files = small_database(tmp_path)
-    expected = run_toolkit_script(tmp_path, iterations=1001)
+    expected = run_decompressor_script(tmp_path, iterations=1001)
     ours(files, tmp_path / "ours", iterations=600)  # stops between saves: the checkpoint carries the stream on
     written = ours(files, tmp_path / "ours", iterations=1001)
     for name in expected:

@@ -4,10 +4,6 @@ The script comes from ../shared/fixtures/toolkit/scripts (its README: run a copy
 ``niter``, in a folder holding the three files, with the scripts folder on PYTHONPATH). 1,001 iterations
 end on a save, so the script's last projector.bin is that of iteration 1,000.
 """
-import os
-import subprocess
-import sys
-
 import pytest
 
 from motion_matching.cache import build_cache
@@ -15,30 +11,24 @@ from motion_matching.data import generate
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
 
-from conftest import shared_fixture
+from conftest import run_toolkit_script, shared_fixture
 
 ITERATIONS = 1001
 FRAMES = 3000  # the synthetic generator cuts 3,000 frames into 4 clips: the script's preview needs clip 2
 
 
-def run_toolkit_script(scripts, folder, *, iterations):
+def run_projector_script(folder, *, iterations):
     """Run a copy of the script with only ``niter`` changed in ``folder``; returns its projector.bin bytes."""
-    text = (scripts / "train_projector.py").read_text()
-    assert text.count("niter = 500000") == 1
-    (folder / "train_projector.py").write_text(text.replace("niter = 500000", f"niter = {iterations}"))
-    env = dict(os.environ, PYTHONPATH=str(scripts), MPLBACKEND="Agg")
-    done = subprocess.run([sys.executable, "train_projector.py"], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_toolkit_script("train_projector.py", folder, iterations=iterations)
     return (folder / "projector.bin").read_bytes()
 
 
 def test_exact_toolkit_runs_write_the_scripts_projector_bin(tmp_path):
-    scripts = shared_fixture("toolkit", "scripts")
+    shared_fixture("toolkit", "scripts")  # skips first, saying why, when ../shared is absent
     for module in ("matplotlib", "tensorboard", "sklearn"):
         pytest.importorskip(module, reason=f"the toolkit's script imports {module}")
     files = generate.generate_files(tmp_path, nframes=FRAMES)
-    expected = run_toolkit_script(scripts, tmp_path, iterations=ITERATIONS)
+    expected = run_projector_script(tmp_path, iterations=ITERATIONS)
     config = TrainConfig(iterations=ITERATIONS, exact_toolkit=True)
     cache_path = tmp_path / "toolkit_cache.h5"
     build_cache(files["features"], out=cache_path, nqueries=ITERATIONS * config.batch_size, exact_toolkit=True,

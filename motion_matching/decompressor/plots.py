@@ -25,3 +25,32 @@ def plot_errors(errors, path):
     with atomic_write(path) as stream:
         figure.savefig(stream, format="png", dpi=80, metadata={WRITER_KEY: writer_tag("evaluate-decompressor")})
     plt.close(figure)
+
+
+PREVIEW_FRAMES = 500  # the toolkit plots the first 500 frames of range 2
+
+
+def preview_frames(ranges):
+    """The frames (slice) the previews show: the first ``PREVIEW_FRAMES`` of clip 2 as the toolkit's, or of the
+    last clip when there are fewer than three."""
+    starts, stops = ranges
+    clip = min(2, len(starts) - 1)
+    return slice(int(starts[clip]), min(int(starts[clip]) + PREVIEW_FRAMES, int(stops[clip])))
+
+
+def plot_columns(values, path, *, title, writer):
+    """Write a PNG to ``path``: every column of ``values`` (T, n) over the T frames, one stacked line each, on
+    one shared scale (as the toolkit's previews share their y-range), tagged by ``writer``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    spread = float(values.max() - values.min()) or 1.0
+    figure, axes = plt.subplots(figsize=(12, 0.25 * values.shape[1] + 2))
+    for column in range(values.shape[1]):
+        axes.plot(values[:, column] - column * spread, linewidth=0.6)
+    axes.set_yticks([-column * spread for column in range(values.shape[1])], [str(c) for c in range(values.shape[1])])
+    axes.set(xlabel="frame of the clip", ylabel="column", title=title)
+    figure.tight_layout()
+    with atomic_write(path) as stream:
+        figure.savefig(stream, format="png", dpi=70, metadata={WRITER_KEY: writer})
+    plt.close(figure)

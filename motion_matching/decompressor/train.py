@@ -18,11 +18,13 @@ from motion_matching.decompressor.model import Autoencoder, decompressor_network
 from motion_matching.decompressor.objective import LossTerms, compressor_input, decompressor_losses
 from motion_matching.threads import Sample
 from motion_matching.toolkit import formats
+from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
 from motion_matching.toolkit.provenance import provenance_path, write_record
 from motion_matching.training.notes import log_run_notes
 from motion_matching.training.run import TrainingRun, prepare, torch_device, train, training_folder
 from motion_matching.training.step import OptimiserStep, PrecisionForward, with_resolved_precision
 
+PREVIEW_NAMES = ("decompressor_X.png", "decompressor_Z.png")
 NETWORK_NAME = "decompressor.bin"
 LATENT_NAME = "latent.bin"
 CHECKPOINT_NAME = "decompressor_checkpoint.pt"
@@ -45,7 +47,7 @@ class _Run(TrainingRun):
 
     TENSORBOARD_PREFIX = "decompressor"
 
-    def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None):
+    def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None, plots=False):
         self.device = torch_device(config.device)
         config = with_resolved_precision(config, self.device)
         super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
@@ -57,6 +59,7 @@ class _Run(TrainingRun):
         self.latent_path = os.path.join(out_dir, LATENT_NAME)
         self.forward = PrecisionForward(config.precision, self.device.type)
         self.whole_database = None  # the compressor's input for every frame, made at the first save
+        self.plots, self.latent = plots, None
 
     def train_step(self, gnd, X):
         """One optimiser step on a batch of windows; returns its ``LossTerms`` (detached tensors)."""
@@ -78,26 +81,48 @@ class _Run(TrainingRun):
 
     def write_network(self):
         """Write latent.bin, its latent.json and decompressor.bin (atomically, in the script's order)."""
-        formats.save_latent(self.latent_path, self.encode_database())
+        self.latent = self.encode_database()
+        formats.save_latent(self.latent_path, self.latent)
         write_record(self.latent_path, made_by="decompressor", hashes=self.inputs.hashes, iterations=self.step,
                      seed=int(self.config.seed), recipe=self.config.recipe)
         formats.save_network(self.network_path, decompressor_network(self.module))
 
+    def refuse_previews(self, *, force):
+        """With plots, refuse a decompressor_X.png or decompressor_Z.png in the folder that training did not write."""
+        if self.plots:
+            refuse_existing([os.path.join(self.out_dir, name) for name in PREVIEW_NAMES], force=force,
+                            ours=lambda path: png_writer(path) == writer_tag("train-decompressor"),
+                            why=" (not written by train-decompressor)")
+
+    def write_previews(self, i):
+        """With plots, write decompressor_X.png and decompressor_Z.png: the features and the latent just written
+        of the first frames of clip 2, as the toolkit's previews show them."""
+        if not self.plots:
+            return
+        from motion_matching.decompressor.plots import plot_columns, preview_frames  # matplotlib only when asked
+        frames = preview_frames(self.inputs.ranges)
+        for name, values, what in ((PREVIEW_NAMES[0], self.inputs.X.numpy(), "features"),
+                                   (PREVIEW_NAMES[1], self.latent, "latent")):
+            plot_columns(values[frames], os.path.join(self.out_dir, name), writer=writer_tag("train-decompressor"),
+                         title=f"{what} of frames {frames.start}-{frames.stop - 1} after iteration {i:,}")
+
 
 def train_decompressor(config=DecompressorConfig(), *, database_path, features_path, out_dir=".", progress=None,
-                       resume=None, force=False, tensorboard=None, on_step=None):
+                       resume=None, force=False, tensorboard=None, on_step=None, plots=False):
     """Train the compressor and decompressor; returns a ``TrainResult`` (its ``network_path`` is
     decompressor.bin). Raises ``TrainingInterrupted`` after saving on Ctrl-C.
 
     ``resume``, ``force``, ``progress`` and ``on_step`` work as ``projector.train.train_projector``'s: the
     checkpoint in ``out_dir`` is continued; files of another run there (decompressor.bin, latent.bin) are
-    refused unless ``force``; a finished run, rerun, trains nothing and rewrites nothing.
+    refused unless ``force``; a finished run, rerun, trains nothing and rewrites nothing. ``plots`` writes
+    decompressor_X.png and decompressor_Z.png (features and latent of clip 2) with every save.
     """
     check_folder_name(out_dir)
     sample = Sample()  # other processes' load, measured while the run sets up
     inputs = load_inputs(database_path, features_path)
     with training_folder(out_dir) as stack:
-        run = _Run(config, inputs, out_dir=out_dir, progress=progress, tensorboard=tensorboard, on_step=on_step)
+        run = _Run(config, inputs, out_dir=out_dir, progress=progress, tensorboard=tensorboard, on_step=on_step,
+                   plots=plots)
         continued = prepare(run, resume=resume, force=force, sample=sample)
         run.source = source = WindowBatches(inputs, batch_size=config.batch_size, device=run.device)
         log_run_notes(run, continued=continued)
