@@ -132,3 +132,19 @@ def test_plots_are_written_at_each_save_and_a_users_png_is_refused(inputs):
     assert train("--iterations", "2", "--out", "run", "--plots").exit_code == 0
     for name in ("decompressor_X.png", "decompressor_Z.png"):
         assert (inputs / "run" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_database_it_cannot_train_on_is_one_line(tmp_path, monkeypatch):
+    from train_helpers import write_database
+    monkeypatch.chdir(tmp_path)
+    write_database(tmp_path / "one_bone.bin", 40)
+    generate.generate_files(tmp_path, nframes=FRAMES)
+    result = train("--database", "one_bone.bin", "--out", "run")
+    assert result.exit_code == 1
+    assert result.output == ("Error: one_bone.bin: has 1 bone; the decompressor decodes the bones after the "
+                             "simulation bone, so it needs at least 2\n")
+    short = generate.generate_files(tmp_path / "short", nframes=FRAMES + 60)
+    result = train("--features", short["features"], "--out", "run")
+    assert result.exit_code == 1
+    assert result.output == f"Error: {short['features']}: has {FRAMES + 60} frames but database.bin has {FRAMES}\n"
+    assert not (tmp_path / "run").exists()

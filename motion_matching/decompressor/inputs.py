@@ -94,6 +94,9 @@ def normalisation(arrays, nfeatures):
 def load_inputs(database_path, features_path):
     """Read database.bin and features.bin and compute what training needs; returns ``Inputs``."""
     database = formats.load_database(database_path)
+    if database.nbones < 2:
+        raise InvalidFile(database_path, f"has {database.nbones} bone; the decompressor decodes the bones after the "
+                                         "simulation bone, so it needs at least 2")
     features = formats.load_features(features_path)
     X = features.features.astype(np.float32)
     if X.shape[0] != database.nframes:
