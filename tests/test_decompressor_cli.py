@@ -148,3 +148,23 @@ def test_a_database_it_cannot_train_on_is_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 1
     assert result.output == f"Error: {short['features']}: has {FRAMES + 60} frames but database.bin has {FRAMES}\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_projector_training_says_whether_its_latent_is_fresh_or_stale(inputs, caplog):
+    from motion_matching.projector.config import TrainConfig
+    from motion_matching.projector.train import train_projector
+    assert train("--iterations", "3", "--out", "run").exit_code == 0
+    generate.generate_files(inputs / "other", nframes=FRAMES, weights=FeatureWeights(trajectory_directions=2))
+    config = TrainConfig(iterations=2, hidden=16, hidden_layers=1, threads=1)
+    caplog.set_level("INFO", logger="motion_matching")
+    for features, out in (("features.bin", "fresh"), ("other/features.bin", "stale")):
+        caplog.clear()
+        train_projector(config, features_path=features, latent_path="run/latent.bin", database_path="database.bin",
+                        out_dir=out, held_out_queries=0)
+        lines = [(record.levelname, record.getMessage()) for record in caplog.records if "run/latent.bin" in
+                 record.getMessage()]
+        expected = {"fresh": ("INFO", "run/latent.bin: written by train-decompressor after 3 iterations from these "
+                                      "files"),
+                    "stale": ("WARNING", "run/latent.bin: stale: trained from another features.bin (run "
+                                         "train-decompressor again)")}
+        assert lines == [expected[out]]
