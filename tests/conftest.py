@@ -1,4 +1,5 @@
 """Shared fixtures: the read-only fixtures beside the project, and small valid toolkit files."""
+import dataclasses
 import importlib.util
 import os
 import pathlib
@@ -27,6 +28,22 @@ FORK_WARNING = "use of fork() may lead to deadlocks"  # Python 3.12+, forking wh
 def pytest_configure(config):
     """Warnings raised by the project's own code fail the tests."""
     config.addinivalue_line("filterwarnings", "error:::motion_matching")
+
+
+@pytest.fixture(autouse=True)
+def load_unmeasured(request, monkeypatch):
+    """In-process runs see the machine's load as unknown, so the thread policy takes every core as it does
+    where /proc/stat is absent: a test's thread count and bytes must not depend on what else the machine
+    runs. tests/test_threads.py measures the real load; subprocesses (the CLI tests) measure it too."""
+    if request.module.__name__ == "test_threads":
+        yield
+        return
+    from motion_matching import threads
+
+    measure = threads.cpu_times
+    monkeypatch.setattr(threads, "cpu_times", lambda cpus, **kwargs: dataclasses.replace(
+        measure(cpus, **kwargs), busy=None))
+    yield
 
 
 @pytest.fixture(autouse=True)

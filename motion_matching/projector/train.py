@@ -135,7 +135,8 @@ def train_projector(config=TrainConfig(), *, features_path, latent_path, databas
         continued = prepare(run, resume=resume, force=force, sample=sample)
         run.source = source = _open_source(stack, run, config, offline_cache=offline_cache, preload=preload)
         log_run_notes(run, source, continued=continued)
-        log_latent_status(inputs)
+        if run.step < config.iterations:  # a finished run trains nothing and says nothing
+            log_latent_status(inputs)
         source.seek(run.step)
         stack.callback(run.close)
         train(run, source)
