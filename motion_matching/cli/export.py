@@ -23,17 +23,25 @@ _FILE = INPUT_FILE
 @click.option("--force", is_flag=True, help="Replace an existing FILE (never SOURCE itself).")
 @reports_errors
 def export(source, out, format_, split, force):
-    """Export SOURCE (a projector or decompressor training checkpoint, or a network .bin) for the runtime
+    """Export SOURCE (a projector, decompressor or stepper training checkpoint, or a network .bin) for the runtime
     or for ONNX.
 
     Example: mm-projector export runs/projector.pt --out projector.bin
     """
-    from motion_matching.decompressor.export import checkpoint_network  # torch: loaded when run, not for --help
-    from motion_matching.projector.export import export_network
-    result = export_network(source, out, format=format_, split=split, force=force, network_of=checkpoint_network)
+    from motion_matching.projector.export import export_network  # torch: loaded when run, not for --help
+    result = export_network(source, out, format=format_, split=split, force=force, network_of=other_network)
     sizes = " -> ".join(str(size) for size in result["sizes"])
     click.echo(f"wrote {out}: {result['format']}, {sizes}, {result['bytes']} bytes, "
                f"outputs {', '.join(result['outputs'])}")
+
+
+def other_network(path):
+    """The network (a ``formats.Network``) of a decompressor or stepper checkpoint at ``path``, or None (a
+    projector's checkpoint or a network .bin, which ``export_network`` reads itself)."""
+    from motion_matching.decompressor.export import checkpoint_network as decompressor_network
+    from motion_matching.stepper.export import checkpoint_network as stepper_network
+    network = decompressor_network(path)
+    return network if network is not None else stepper_network(path)
 
 
 @main.command(short_help=summary("evaluate"))

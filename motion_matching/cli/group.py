@@ -26,6 +26,7 @@ COMMANDS = {
     "generate-database": ("data", "Write database.bin, features.bin and latent.bin."),
     "train": ("train", "Train the projector (online, or --offline from a cache)."),
     "train-decompressor": ("decompressor", "Train the decompressor and write latent.bin."),
+    "train-stepper": ("stepper", "Train the stepper (features and latent, one frame on)."),
 }
 COMMAND_MODULES = {name: module for name, (module, _) in COMMANDS.items()}
 USAGE_EXIT = 2  # click's status for a usage error, kept: scripts tell it from a failed run (1)
