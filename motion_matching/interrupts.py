@@ -3,6 +3,7 @@
 Free of imports beyond the standard library's ``sys`` and ``contextlib``, so that the console script and
 the toolkit-named scripts can install it before they load click, numpy or torch.
 """
+import _thread
 import contextlib
 import sys
 
@@ -21,9 +22,21 @@ def exit_interrupted():
         sys.exit(INTERRUPTED_EXIT)
 
 
+def _interrupt_again(unraisable, *, default=sys.unraisablehook):
+    """``sys.unraisablehook``: a Ctrl-C that landed in a finaliser (a weakref callback during garbage
+    collection) cannot propagate and Python would print it as "Exception ignored"; deliver it to the main
+    thread again instead, where it stops the command with the one line. Other unraisables go to ``default``."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _thread.interrupt_main()
+        return
+    default(unraisable)
+
+
 @contextlib.contextmanager
 def interrupts_exit():
-    """A ``with`` block in which a ``KeyboardInterrupt`` becomes ``exit_interrupted()``."""
+    """A ``with`` block in which a ``KeyboardInterrupt`` becomes ``exit_interrupted()``, also one that lands
+    in a finaliser (``_interrupt_again``)."""
+    sys.unraisablehook = _interrupt_again
     try:
         yield
     except KeyboardInterrupt:
