@@ -6,9 +6,7 @@ but the last; its input normalisation the identity), so once a checkpoint is tur
 """
 from motion_matching.decompressor.model import autoencoder_from_state_dict, decompressor_network
 from motion_matching.errors import InvalidFile
-from motion_matching.toolkit.binary_io import open_for_reading
-from motion_matching.toolkit.sniff import ZIP_SIGNATURE
-from motion_matching.training.checkpoint import load_checkpoint
+from motion_matching.training.checkpoint import model_state_with
 
 MARKER = "decompressor.linear0.weight"  # a key only an Autoencoder's state dict holds
 
@@ -17,11 +15,8 @@ def checkpoint_network(path):
     """The decompressor network (a ``formats.Network``) of the decompressor checkpoint at ``path``, or None
     when ``path`` is not one (a network .bin, a projector checkpoint). Raises ``InvalidFile`` for a
     decompressor checkpoint whose model cannot be rebuilt."""
-    with open_for_reading(path) as stream:
-        if stream.read(len(ZIP_SIGNATURE)) != ZIP_SIGNATURE:
-            return None
-    model = load_checkpoint(path).get("model")
-    if not isinstance(model, dict) or MARKER not in model:
+    model = model_state_with(path, MARKER)
+    if model is None:
         return None
     try:
         return decompressor_network(autoencoder_from_state_dict(model))

@@ -6,9 +6,7 @@ last, input and output normalisation), so once a checkpoint is turned into that 
 """
 from motion_matching.errors import InvalidFile
 from motion_matching.stepper.model import stepper_from_state_dict, stepper_network
-from motion_matching.toolkit.binary_io import open_for_reading
-from motion_matching.toolkit.sniff import ZIP_SIGNATURE
-from motion_matching.training.checkpoint import load_checkpoint
+from motion_matching.training.checkpoint import model_state_with
 
 MARKER = "stepper_mean_in"  # a key only a Stepper's state dict holds
 
@@ -17,11 +15,8 @@ def checkpoint_network(path):
     """The stepper network (a ``formats.Network``) of the stepper checkpoint at ``path``, or None when ``path``
     is not one (a network .bin, another network's checkpoint). Raises ``InvalidFile`` for a stepper
     checkpoint whose model cannot be rebuilt."""
-    with open_for_reading(path) as stream:
-        if stream.read(len(ZIP_SIGNATURE)) != ZIP_SIGNATURE:
-            return None
-    model = load_checkpoint(path).get("model")
-    if not isinstance(model, dict) or MARKER not in model:
+    model = model_state_with(path, MARKER)
+    if model is None:
         return None
     try:
         return stepper_network(stepper_from_state_dict(model))

@@ -88,3 +88,13 @@ def _first_words(error):
     text = text if len(text) <= 80 else text[:77] + "..."
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
+
+def model_state_with(path, marker):
+    """The model state dict of the checkpoint at ``path`` when it holds the key ``marker`` (a key only one
+    network's state dict has), else None: ``path`` is not a zip (a network .bin) or is another network's
+    checkpoint. Raises ``InvalidFile`` as ``load_checkpoint`` for a damaged checkpoint."""
+    with open_for_reading(path) as stream:
+        if stream.read(len(ZIP_SIGNATURE)) != ZIP_SIGNATURE:
+            return None
+    model = load_checkpoint(path).get("model")
+    return model if isinstance(model, dict) and marker in model else None
