@@ -12,6 +12,8 @@ from motion_matching.data import generate
 from motion_matching.data.features import FeatureWeights
 from motion_matching.toolkit import formats
 
+pytest.importorskip("torch", reason="the command trains a network, which needs torch")
+
 QUICK = ["--hidden", "64", "--threads", "1", "--quiet"]
 
 

@@ -4,11 +4,14 @@ import json
 import logging
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from motion_matching.cli import main
 from motion_matching.demo import STEPS
 from motion_matching.toolkit import formats
+
+pytest.importorskip("torch", reason="the command trains a network, which needs torch")
 
 SMALL = ["--frames", "1000", "--iterations", "20", "--recipe", "toolkit"]  # batch 32: a small cache
 

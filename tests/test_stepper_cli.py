@@ -13,6 +13,8 @@ from motion_matching.cli import train as train_cli
 from motion_matching.data import generate
 from motion_matching.toolkit import formats
 
+pytest.importorskip("torch", reason="the command trains a network, which needs torch")
+
 QUICK = ["--hidden", "64", "--threads", "1", "--quiet"]
 REPOSITORY = __import__("pathlib").Path(__file__).resolve().parents[1]
 
