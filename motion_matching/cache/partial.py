@@ -50,14 +50,31 @@ def _create(path, wanted, features):
     """A new partial file at ``path`` with both datasets allocated and every attribute set; returns the handle.
 
     Early allocation gives the file its full size here, so a file-size limit or a full disk usually
-    stops the build now, before any search; the unusable file is then removed (``WriteFailed``).
+    stops the build now, before any search; the unusable file is then removed (``WriteFailed``), as is
+    the file a Ctrl-C stops half-made.
     """
     try:
         return _create_datasets(h5py.File(path, "w", libver=HDF5_LIBVER), wanted, features)
     except H5PY_ERRORS as error:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+        _remove_quietly(path)
         raise WriteFailed(path, f"cannot create it ({hdf5_reason(error)})") from None
+    except BaseException:
+        _remove_quietly(path)
+        raise
+
+
+def _create_whole(partial, wanted, features):
+    """``_create`` under the name ``<partial>.new``, renamed to ``partial`` once every attribute is set, so
+    that a partial file, whenever it exists, has the ``completed`` count a rerun resumes from."""
+    fresh = partial + ".new"
+    _create(fresh, wanted, features).close()
+    os.replace(fresh, partial)
+    return h5py.File(partial, "r+")
+
+
+def _remove_quietly(path):
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
 
 
 def _create_datasets(handle, wanted, features):
@@ -135,7 +152,7 @@ def open_partial(partial, wanted, features, *, grow_from=None):
             return _restart_keeping(partial, wanted, features, held)
         LOG.warning("%s: starting over: %s", partial, problem)
         os.remove(partial)
-    handle = _create(partial, wanted, features)
+    handle = _create_whole(partial, wanted, features)
     if grow_from is None:
         return handle, 0
     try:
@@ -173,8 +190,7 @@ def _restart_keeping(partial, wanted, features, held):
         copied = copy_prefix(partial, handle, wanted, held=held)
     except BaseException:
         close_quietly(handle)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(fresh)
+        _remove_quietly(fresh)
         raise
     handle.close()
     os.replace(fresh, partial)
