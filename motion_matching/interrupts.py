@@ -1,7 +1,8 @@
 """Ctrl-C at any moment of a command, its imports included: one line on stderr, exit status 130.
 
-Free of imports beyond the standard library's ``_thread``, ``contextlib``, ``signal``, ``sys`` and ``time``, so that the console script and
-the toolkit-named scripts can install it before they load click, numpy or torch.
+Free of imports beyond the standard library's ``_thread``, ``contextlib``, ``signal``, ``sys`` and
+``time``, so that the console script and the toolkit-named scripts can install it before they load
+click, numpy or torch.
 """
 import _thread
 import contextlib
