@@ -72,3 +72,14 @@ def test_c_evaluator_agrees_with_torch_on_the_decompressor(trained, tmp_path):
     scale = np.maximum(1.0, np.abs(expected).max(axis=0))
     assert actual.shape == expected.shape == (len(X), 338)
     assert np.all(np.abs(actual - expected) <= TOLERANCE * scale), np.abs(actual - expected).max()
+
+
+def test_a_narrower_compressor_leaves_the_runtime_decompressor_its_width_and_exports_the_same_bytes(tmp_path):
+    _, result = small_run(tmp_path, hidden=64, compressor_hidden=16, iterations=3)
+    state = torch.load(result.checkpoint_path, weights_only=False)["model"]
+    assert state["compressor.linear1.weight"].shape == (16, 16) and state["decompressor.linear0.weight"].shape[0] == 64
+    assert formats.load_network(result.network_path).sizes == [59, 64, 338]
+    out = tmp_path / "exported.bin"
+    done = CliRunner().invoke(main, ["export", result.checkpoint_path, "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert out.read_bytes() == open(result.network_path, "rb").read()

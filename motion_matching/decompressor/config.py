@@ -3,6 +3,7 @@ with the toolkit's ``train_decompressor.py`` values as defaults (seed 1234, batc
 AdamW lr 0.001 amsgrad weight decay 0.001, x0.99 every 1,000 iterations, 500,000 iterations,
 decompressor.bin and latent.bin every 1,000 iterations, 512 hidden units, 32 latent values)."""
 import dataclasses
+import typing
 
 from motion_matching.training.config import COMMON_NUMERIC_FIELDS, CommonConfig, config_with_recipe, field
 
@@ -11,10 +12,13 @@ from motion_matching.training.config import COMMON_NUMERIC_FIELDS, CommonConfig,
 class DecompressorConfig(CommonConfig):
     """Hyperparameters of one decompressor training run (frozen; torch-free, for ``--help``)."""
 
-    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden",)
-    POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden",)
+    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "compressor_hidden")
+    POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden", "compressor_hidden")
 
     hidden: int = field(512, "Width of the compressor's and decompressor's hidden layers")
+    # the compressor only makes latent.bin and never reaches the runtime, so a recipe may narrow it alone
+    compressor_hidden: typing.Optional[int] = field(None, "Width of the compressor's hidden layers alone "
+                                                    "[default: --hidden]", type=int)
 
 
 RECIPES = {

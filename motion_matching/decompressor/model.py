@@ -64,9 +64,9 @@ NORMALISATION = ("compressor_mean_in", "compressor_std_in", "decompressor_mean_i
 class Autoencoder(nn.Module):
     """The compressor and decompressor, created in that order (the toolkit's draws), and the normalisation."""
 
-    def __init__(self, ncompressed, nfeatures, noutput, *, nlatent=32, hidden=HIDDEN):
+    def __init__(self, ncompressed, nfeatures, noutput, *, nlatent=32, hidden=HIDDEN, compressor_hidden=None):
         super().__init__()
-        self.compressor = Compressor(ncompressed, nlatent, hidden)
+        self.compressor = Compressor(ncompressed, nlatent, compressor_hidden or hidden)
         self.decompressor = Decompressor(nfeatures + nlatent, noutput, hidden)
         self.register_buffer("compressor_mean_in", torch.zeros(ncompressed))
         self.register_buffer("compressor_std_in", torch.ones(ncompressed))
@@ -93,18 +93,22 @@ class Autoencoder(nn.Module):
 
 
 def autoencoder_sizes(state_dict):
-    """``(ncompressed, nfeatures, noutput, nlatent, hidden)`` of an ``Autoencoder`` state dict."""
-    ncompressed = state_dict["compressor.linear0.weight"].shape[1]
-    hidden, nlatent = state_dict["compressor.linear0.weight"].shape[0], state_dict["compressor.linear3.weight"].shape[0]
+    """``(ncompressed, nfeatures, noutput, nlatent, hidden, compressor_hidden)`` of an ``Autoencoder`` state
+    dict."""
+    ncompressed, compressor_hidden = (state_dict["compressor.linear0.weight"].shape[1],
+                                      state_dict["compressor.linear0.weight"].shape[0])
+    nlatent = state_dict["compressor.linear3.weight"].shape[0]
+    hidden = state_dict["decompressor.linear0.weight"].shape[0]
     noutput = state_dict["decompressor.linear1.weight"].shape[0]
     nfeatures = state_dict["decompressor.linear0.weight"].shape[1] - nlatent
-    return ncompressed, nfeatures, noutput, nlatent, hidden
+    return ncompressed, nfeatures, noutput, nlatent, hidden, compressor_hidden
 
 
 def autoencoder_from_state_dict(state_dict):
     """An ``Autoencoder`` (CPU, eval mode) holding ``state_dict``."""
-    ncompressed, nfeatures, noutput, nlatent, hidden = autoencoder_sizes(state_dict)
-    module = Autoencoder(ncompressed, nfeatures, noutput, nlatent=nlatent, hidden=hidden)
+    ncompressed, nfeatures, noutput, nlatent, hidden, compressor_hidden = autoencoder_sizes(state_dict)
+    module = Autoencoder(ncompressed, nfeatures, noutput, nlatent=nlatent, hidden=hidden,
+                         compressor_hidden=compressor_hidden)
     module.load_state_dict(state_dict)
     return module.eval()
 

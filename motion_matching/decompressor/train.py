@@ -37,7 +37,8 @@ def make_autoencoder(inputs, config):
     torch.manual_seed(config.seed)
     stats = inputs.normalisation
     module = Autoencoder(stats["compressor_mean_in"].shape[0], inputs.X.shape[1],
-                         stats["decompressor_mean_out"].shape[0], hidden=config.hidden)
+                         stats["decompressor_mean_out"].shape[0], hidden=config.hidden,
+                         compressor_hidden=config.compressor_hidden)
     module.set_normalisation(stats)
     return module
 
