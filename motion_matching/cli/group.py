@@ -22,6 +22,7 @@ COMMANDS = {
     "demo": ("demo", "The whole pipeline on synthetic data, step by step."),
     "evaluate": ("export", "Held-out errors and match accuracy of a projector."),
     "evaluate-decompressor": ("decompressor", "Pose errors of a decompressor over every frame."),
+    "evaluate-stepper": ("stepper", "Rollout errors of a stepper over windows across its database."),
     "export": ("export", "A checkpoint or .bin to the runtime .bin or ONNX."),
     "generate-database": ("data", "Write database.bin, features.bin and latent.bin."),
     "train": ("train", "Train the projector (online, or --offline from a cache)."),

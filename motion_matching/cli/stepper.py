@@ -4,10 +4,10 @@ import logging
 
 import click
 
-from motion_matching.cli.group import CONTEXT, Command, main, reports_errors, summary
+from motion_matching.cli.group import CONTEXT, SEED, Command, main, reports_errors, summary
 from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FOLDER
 from motion_matching.cli.train import config_option, pop_config, run_rate, run_with_progress
-from motion_matching.stepper.config import RECIPES, StepperConfig, recipe_config
+from motion_matching.stepper.config import EVALUATION_SEED, EVALUATION_WINDOWS, RECIPES, StepperConfig, recipe_config
 
 INPUT_OPTIONS = [
     click.option("--database", "database_path", type=INPUT_FILE, default="database.bin", show_default=True,
@@ -73,6 +73,51 @@ def train_stepper_command(**options):
     Example: mm-projector train-stepper --database database.bin --features features.bin --latent latent.bin --out run1
     """
     run_stepper_training(**options)
+
+
+@main.command("evaluate-stepper", short_help=summary("evaluate-stepper"))
+@click.option("--stepper", "stepper_path", type=INPUT_FILE, default="stepper.bin", show_default=True,
+              help="The stepper.bin to evaluate.")
+@INPUT_OPTIONS[0]
+@INPUT_OPTIONS[1]
+@INPUT_OPTIONS[2]
+@click.option("--decompressor", "decompressor_path", type=INPUT_FILE, default=None,
+              help="Also decode the stepped frames with this decompressor.bin (of that latent.bin) and measure the "
+                   "poses' joint positions.")
+@click.option("--windows", type=click.IntRange(min=1), default=EVALUATION_WINDOWS, show_default=True,
+              help="Windows of 20 frames to step: every one inside a clip, or this many evenly spaced.")
+@click.option("--seed", type=SEED, default=EVALUATION_SEED, show_default=True,
+              help="Seed of the offset of the evenly spaced windows.")
+@click.option("--out", "out_dir", type=OUTPUT_FOLDER, metavar="FOLDER", default="evaluation", show_default=True,
+              help="Folder for stepper_evaluation.json and stepper_errors.png.")
+@click.option("--plots/--no-plots", default=True, show_default=True, help="Write stepper_errors.png.")
+@click.option("--force", is_flag=True, help="Replace files of those names in FOLDER that it did not write.")
+@reports_errors
+def evaluate_stepper_command(**options):
+    """Measure a stepper on windows of 20 frames across its database: from each window's first frame it steps
+    19 frames on its own output; the L1 error of features and latent by horizon, with --decompressor the decoded
+    poses' joint position error (cm); JSON and a plot.
+
+    Example: mm-projector evaluate-stepper --stepper run1/stepper.bin --latent latent.bin --out evaluation
+    """
+    from motion_matching.stepper.evaluate import evaluate_files  # torch: not for --help
+    for line in evaluation_lines(evaluate_files(options.pop("stepper_path"), **options)):
+        click.echo(line)
+
+
+def evaluation_lines(report):
+    """The lines (list of str) that evaluate-stepper prints for ``report``."""
+    last = report["window"] - 1
+    lines = [f"{what} L1: mean {report[name]['mean']:.4f} over frames 1-{last} (frame 1 "
+             f"{report[name]['by_horizon'][0]:.4f}, frame {last} {report[name]['by_horizon'][-1]:.4f})"
+             for name, what in (("feature_l1", "feature"), ("latent_l1", "latent"))]
+    if "position_error_cm" in report:
+        values, alone = report["position_error_cm"], report["decompressor_alone_cm"]
+        lines.append(f"position error: mean {values['mean']:.3f} cm, p95 {values['p95']:.3f}, max {values['max']:.3f} "
+                     f"(the decompressor alone on the database's frames: mean {alone['mean']:.3f} cm)")
+    lines.append(f"loss {report['loss_terms']['loss']:.4f} over {report['windows']:,} of "
+                 f"{report['windows_possible']:,} windows of {report['window']} frames")
+    return lines + [f"wrote {', '.join(report['files'])}"]
 
 
 @click.command(cls=Command, context_settings=CONTEXT)

@@ -54,6 +54,21 @@ def stepper_from_state_dict(state_dict):
     return module.eval()
 
 
+def stepper_from_network(network):
+    """A ``Stepper`` (CPU, float32, eval mode) computing exactly the ``formats.Network`` ``network`` (a
+    stepper.bin: three layers, ``size -> hidden -> hidden -> size``; the caller checks the shapes)."""
+    size, hidden = network.sizes[0], network.sizes[1]
+    module = Stepper(size, hidden)
+    with torch.no_grad():
+        for layer, (weights, bias) in zip(module.layers(), network.layers):
+            # the runtime stores (in, out); torch's Linear.weight is (out, in)
+            layer.weight.copy_(torch.from_numpy(weights.T.copy()))
+            layer.bias.copy_(torch.from_numpy(bias.copy()))
+        for name, values in zip(NORMALISATION, (network.mean_in, network.std_in, network.mean_out, network.std_out)):
+            getattr(module, name).copy_(torch.from_numpy(values.copy()))
+    return module.eval()
+
+
 def stepper_network(module):
     """The runtime's ``stepper.bin`` contents of ``module`` (a ``Stepper``): a ``formats.Network``."""
     def array(tensor):

@@ -63,3 +63,38 @@ def write_previews(module, inputs, out_dir, *, names, window, writer, title):
     for name, truth, stepped, what in ((names[0], X, Xtil, "features"), (names[1], Z, Ztil, "latent")):
         plot_against(truth.numpy(), stepped, os.path.join(out_dir, name), writer=writer,
                      title=f"{what} of frames {frames.start}-{frames.stop - 1}, {title}")
+
+
+def plot_horizon_errors(report, path, *, writer):
+    """Write a PNG to ``path``, tagged by ``writer``: an ``evaluate-stepper`` report's rollout error against the
+    frames stepped (features and latent L1; with a decompressor, beside it the decoded joint positions' error in
+    cm and the decompressor's own error on the database's frames)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    decoded = "position_error_cm" in report
+    figure, axes = plt.subplots(1, 2 if decoded else 1, figsize=(13 if decoded else 7, 4.8), squeeze=False)
+    horizons, stepped = report["horizons"], "frames stepped from a database frame (60 frames = 1 s)"
+    left = axes[0][0]
+    for name, label in (("feature_l1", "features (features.bin's units)"), ("latent_l1", "latent (latent.bin's)")):
+        left.plot(horizons, report[name]["by_horizon"], marker="o", markersize=3, label=f"{label}: mean")
+    left.set(xlabel=stepped, ylabel="absolute error per value",
+             title=f"Stepper against the database: {report['windows']:,} windows of {report['window']} frames")
+    if decoded:
+        right, position = axes[0][1], report["position_error_cm"]
+        right.plot(horizons, position["by_horizon"], marker="o", markersize=3, color="tab:red",
+                   label="decoded from the stepper's frames: mean")
+        right.plot(horizons, position["p95_by_horizon"], linestyle="--", color="tab:red", label="... 95th percentile")
+        right.axhline(report["decompressor_alone_cm"]["mean"], linestyle=":", color="tab:gray",
+                      label="decoded from the database's own frames: mean")
+        right.set(xlabel=stepped, ylabel="world joint position error (cm)",
+                  title="The decompressor's poses of the stepped frames")
+    for axis in axes[0]:
+        axis.set_xticks(sorted({1, *range(5, horizons[-1], 5), horizons[-1]}))
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+        axis.legend(loc="best")
+    figure.tight_layout()
+    with atomic_write(path) as stream:
+        figure.savefig(stream, format="png", dpi=80, metadata={WRITER_KEY: writer})
+    plt.close(figure)
