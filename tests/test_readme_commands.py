@@ -29,7 +29,9 @@ ENVIRONMENT = {"MM_PROJECTOR_BUILD_CACHE_NQUERIES": "4096", "MM_PROJECTOR_ITERAT
                "MM_PROJECTOR_DEMO_ITERATIONS": "20", "MM_PROJECTOR_FRAMES": "2000",
                "MM_PROJECTOR_GENERATE_DATABASE_FRAMES": "2000", "MM_PROJECTOR_EVALUATE_QUERIES": "500",
                "MM_PROJECTOR_HELD_OUT_QUERIES": "500", "MM_PROJECTOR_TRAIN_HELD_OUT_QUERIES": "500",
-               "MM_PROJECTOR_TRAIN_DECOMPRESSOR_ITERATIONS": "20", "MM_PROJECTOR_TRAIN_STEPPER_ITERATIONS": "20"}
+               "MM_PROJECTOR_TRAIN_DECOMPRESSOR_ITERATIONS": "20", "MM_PROJECTOR_TRAIN_STEPPER_ITERATIONS": "20",
+               "MM_PROJECTOR_RETRAIN_DECOMPRESSOR_ITERATIONS": "20", "MM_PROJECTOR_RETRAIN_PROJECTOR_ITERATIONS": "20",
+               "MM_PROJECTOR_RETRAIN_STEPPER_ITERATIONS": "20", "MM_PROJECTOR_RETRAIN_CACHE_QUERIES": "4096"}
 NOT_RUN = {"python3 -m venv": "makes a virtualenv (this suite runs in one)",
            ". .venv/bin/activate": "makes a virtualenv (this suite runs in one)",
            "pip install": "installs the project (this suite runs on the installed project)",

@@ -25,6 +25,7 @@ COMMANDS = {
     "evaluate-stepper": ("stepper", "Rollout errors of a stepper over windows across its database."),
     "export": ("export", "A checkpoint or .bin to the runtime .bin or ONNX."),
     "generate-database": ("data", "Write database.bin, features.bin and latent.bin."),
+    "retrain": ("retrain", "database.bin to the three runtime networks, make-like."),
     "train": ("train", "Train the projector (online, or --offline from a cache)."),
     "train-decompressor": ("decompressor", "Train the decompressor and write latent.bin."),
     "train-stepper": ("stepper", "Train the stepper (features and latent, one frame on)."),

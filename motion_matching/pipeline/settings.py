@@ -1,0 +1,67 @@
+"""What a retrain run trains: one recipe for every network, per-network recipes and iterations on top.
+
+Torch-free, so that ``mm-projector retrain --help`` answers at once. A network that has no recipe of the
+asked name (today the stepper has only ``toolkit``) trains its ``toolkit`` recipe, and ``note`` says so.
+"""
+import dataclasses
+import typing
+
+from motion_matching.decompressor import config as decompressor_config
+from motion_matching.projector import recipes as projector_recipes
+from motion_matching.stepper import config as stepper_config
+from motion_matching.toolkit import recipe as toolkit_recipe
+
+NETWORKS = {"decompressor": decompressor_config, "projector": projector_recipes, "stepper": stepper_config}
+RECIPE_NAMES = ("fast", "toolkit")
+DEFAULT_RECIPE = "fast"
+DEFAULT_CACHE_QUERIES = toolkit_recipe.QUERIES  # what both projector recipes draw: 16,000,000
+HOW_NOT_WHAT = ("threads",)  # settings that never make a stage rerun: a thread count changes no file's meaning
+
+
+def network_recipes(network):
+    """The recipe names (tuple of str) that network ``network`` offers today."""
+    return tuple(NETWORKS[network].RECIPES)
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrainSettings:
+    """The settings of one retrain run (frozen).
+
+    ``recipe``: every network's recipe; ``recipes`` and ``iterations``: per network (name -> recipe name or
+    iteration count), on top; ``cache_queries``: rows of the neighbour cache (independent of the projector's
+    recipe, so that changing it leaves the cache as it is); ``threads``: CPU threads (None: the stages' own
+    policy).
+    """
+
+    recipe: str = DEFAULT_RECIPE
+    recipes: typing.Mapping[str, str] = dataclasses.field(default_factory=dict)
+    iterations: typing.Mapping[str, int] = dataclasses.field(default_factory=dict)
+    cache_queries: int = DEFAULT_CACHE_QUERIES
+    threads: typing.Optional[int] = None
+
+    def asked_recipe(self, network):
+        """The recipe name (str) asked for ``network``."""
+        return self.recipes.get(network) or self.recipe
+
+    def recipe_of(self, network):
+        """The recipe name (str) ``network`` trains: the asked one, or ``toolkit`` where it has no such recipe."""
+        asked = self.asked_recipe(network)
+        return asked if asked in network_recipes(network) else "toolkit"
+
+    def config(self, network):
+        """The network's training config (its package's ``recipe_config`` with this run's overrides)."""
+        overrides = {"threads": self.threads}
+        if self.iterations.get(network) is not None:
+            overrides["iterations"] = int(self.iterations[network])
+        return NETWORKS[network].recipe_config(self.recipe_of(network), **overrides)
+
+    def note(self, network):
+        """A line (str) when ``network`` was asked for a recipe it does not have, else None."""
+        if network not in NETWORKS or self.recipe_of(network) == self.asked_recipe(network):
+            return None
+        return f"it has no {self.asked_recipe(network)!r} recipe yet: it trains its '{self.recipe_of(network)}' recipe"
+
+
+def recorded_settings(config):
+    """The settings of ``config`` (a training config) that a stage's record keeps: a dict without ``HOW_NOT_WHAT``."""
+    return {name: value for name, value in config.to_dict().items() if name not in HOW_NOT_WHAT}
