@@ -232,3 +232,38 @@ def test_without_a_c_compiler_verify_is_skipped_saying_so(copied, monkeypatch):
     assert done.exit_code == 0, done.output
     assert "   skipped: no C compiler (cc or $CC): the runtime files were not run by tools/nnet_eval.c\n" in done.output
     assert done.output.splitlines()[-1].split()[:2] == ["verify", "skipped"]
+
+
+def test_an_interrupted_cache_build_resumes_its_partial(copied):
+    folder, database = copied
+    chunk = 65_536  # build_cache's default rows per chunk: the unit a build resumes from
+    reports = []
+
+    def interrupt_after_a_chunk(done, total):
+        reports.append(done)
+        if done >= chunk:
+            raise KeyboardInterrupt
+
+    bigger = settings(cache_queries=2 * chunk)
+    with pytest.raises(KeyboardInterrupt):
+        run_retrain(folder, database_path=database, settings=bigger, cache_progress=interrupt_after_a_chunk)
+    assert (folder / "retrain" / "projector_cache.h5.partial").exists()
+    resumed = []
+    results = run_retrain(folder, database_path=database, settings=bigger,
+                          cache_progress=lambda done, total: resumed.append(done))
+    assert resumed[0] == chunk  # the first report: the rows kept by the interrupted build
+    assert statuses(results)["cache"] == "ran"
+    # a grown cache starts with the same rows: the projector's finished run, which drew 3,072, stays as it was
+    assert statuses(results)["projector"] == "up to date"
+    assert {result.name: result.quality for result in results}["cache"] == f"{2 * chunk:,} queries"
+
+
+def test_a_state_file_that_is_not_retrains_is_refused(copied):
+    folder, database = copied
+    (folder / "retrain.json").write_text("[1, 2]\n")
+    done = CliRunner().invoke(main, ["retrain", "--database", str(database), "--out", str(folder), *SMALL])
+    assert done.exit_code == 1, done.output
+    assert done.output == (f"Error: {folder / 'retrain.json'}: is not a state file of this version of retrain "
+                           "(mm-retrain-state 1): it would be replaced; pass --force to replace it, or choose another "
+                           "--out\n")
+    assert (folder / "retrain.json").read_text() == "[1, 2]\n"
