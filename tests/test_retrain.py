@@ -267,3 +267,15 @@ def test_a_state_file_that_is_not_retrains_is_refused(copied):
                            "(mm-retrain-state 1): it would be replaced; pass --force to replace it, or choose another "
                            "--out\n")
     assert (folder / "retrain.json").read_text() == "[1, 2]\n"
+
+
+def test_verify_without_the_checkpoints_checks_the_files_own_weights(copied):
+    if c_evaluator.find_compiler() is None:
+        pytest.skip("no C compiler (cc or $CC) on this machine: verify is skipped, not run")
+    folder, database = copied
+    for network in ("decompressor", "stepper"):
+        shutil.rmtree(folder / "retrain" / network)  # deleted to save space: the runtime files stay
+    results = run_retrain(folder, database_path=database, settings=settings(iterations={**ITERATIONS, "projector": 4}))
+    assert statuses(results) == {"features": "up to date", "decompressor": "up to date", "cache": "up to date",
+                                 "projector": "ran", "stepper": "up to date", "verify": "ran"}
+    assert results[-1].quality.startswith("C and torch agree within ")

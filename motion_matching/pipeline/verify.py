@@ -1,5 +1,6 @@
 """The verify stage: each runtime network .bin, run by ``tools/nnet_eval.c`` (compiled once per run), against
-torch running the trained module of its checkpoint, on a few frames of the database (as the export tests do).
+torch running the trained module of its checkpoint (or, when ``retrain/`` no longer holds it, the .bin's own
+weights), on a few frames of the database (as the export tests do).
 
 Without a C compiler (or without the C source, which ships with the repository only) the stage is skipped,
 saying why: ``Skipped``.
@@ -40,6 +41,19 @@ def _torch_outputs(network, checkpoint_path, X, Z):
         return velocities(stepper_from_state_dict(state), X, Z, PrecisionForward("float32", "cpu")).numpy()
 
 
+def _torch_runtime_outputs(path, inputs):
+    """What torch computes (F, outputs) float32 with the weights of the network .bin at ``path`` itself, in the
+    runtime's arithmetic (normalise, ReLU after every layer but the last, de-normalise): where no checkpoint is
+    left (``retrain/`` deleted), this still checks the C evaluator reads the file as torch does."""
+    import torch
+    network = formats.load_network(path)
+    x = (torch.from_numpy(inputs) - torch.from_numpy(network.mean_in)) / torch.from_numpy(network.std_in)
+    for index, (weights, bias) in enumerate(network.layers):
+        x = x @ torch.from_numpy(weights) + torch.from_numpy(bias)
+        x = torch.relu(x) if index < len(network.layers) - 1 else x
+    return (x * torch.from_numpy(network.std_out) + torch.from_numpy(network.mean_out)).numpy()
+
+
 def _inputs(network, X, Z):
     return X if network == "projector" else np.hstack([X, Z])
 
@@ -68,7 +82,11 @@ def verify_networks(out_dir, *, checkpoints):
     worst = 0.0
     for network, checkpoint in checkpoints.items():
         path = os.path.join(out_dir, f"{network}.bin")
-        expected = _torch_outputs(network, checkpoint, X, Z)
+        if os.path.isfile(checkpoint):
+            expected = _torch_outputs(network, checkpoint, X, Z)
+        else:
+            checkpoint = path
+            expected = _torch_runtime_outputs(path, _inputs(network, X, Z))
         actual = c_evaluator.c_network_outputs(executable, path, _inputs(network, X, Z), workdir=work_path(out_dir))
         if actual.shape != expected.shape:
             raise MotionMatchingError(path, f"gives {actual.shape[1]} outputs in the C evaluator; torch {checkpoint} "
