@@ -57,8 +57,8 @@ def _checkpoints():
 
 
 def _verify(context):
-    folders = {network: work_path(context.out_dir, network, name) for network, name in _checkpoints().items()}
-    return verify_networks(context.out_dir, checkpoints=folders)
+    checkpoints = {network: work_path(context.out_dir, network, name) for network, name in _checkpoints().items()}
+    return verify_networks(context.out_dir, checkpoints=checkpoints)
 
 
 def plan(context, candidate):
