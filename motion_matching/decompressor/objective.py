@@ -83,11 +83,13 @@ def _l1(weight, a, b):
     return torch.mean(weight * torch.abs(a - b))
 
 
-def decompressor_losses(module, gnd, X, parents, forward, *, Zgnd=None):
+def decompressor_losses(module, gnd, X, parents, forward, *, Zgnd=None,
+                        kinematics=kin.matrix_forward_kinematics):
     """The ``LossTerms`` of ``module`` (an ``Autoencoder``) on the windows ``gnd`` (name -> (B, W, ...)
     ground-truth tensors) with features ``X`` (B, W, n); ``forward(fn, *inputs)`` calls a network (its
     arithmetic's precision). ``Zgnd`` (B, W, nlatent): the latent to decode (default: the compressor's of
-    ``gnd``, as in training). Also returns the latent ``Zgnd``."""
+    ``gnd``, as in training). ``kinematics``: the forward kinematics (the script's bone-by-bone order by
+    default; ``level_kinematics.level_forward_kinematics`` for the fast step). Also returns the latent ``Zgnd``."""
     if Zgnd is None:
         Zgnd = forward(module.encode, compressor_input(gnd, list(X.shape[:2])))
     Ytil = forward(module.decode, X, Zgnd)
@@ -95,8 +97,7 @@ def decompressor_losses(module, gnd, X, parents, forward, *, Zgnd=None):
     for name in ("pos", "txy", "vel", "ang"):  # the root bone comes from the ground truth
         root = gnd["Y" + name][:, :, 0:1]
         til[name] = torch.cat([root, til[name]], dim=2)
-    world = kin.matrix_forward_kinematics(kin.matrix_from_two_columns(til["txy"]), til["pos"], til["vel"],
-                                          til["ang"], parents)
+    world = kinematics(kin.matrix_from_two_columns(til["txy"]), til["pos"], til["vel"], til["ang"], parents)
     Qtil_xfm, Qtil_pos, Qtil_vel, Qtil_ang = _character_space(*world)
     deltas = {"Ygnd_dpos": _delta(gnd["Ypos"]), "Ygnd_drot": _delta(gnd["Ytxy"]), "Qgnd_dpos": _delta(gnd["Qpos"]),
               "Qgnd_drot": _delta(gnd["Qxfm"]), "Ytil_dpos": _delta(til["pos"]), "Ytil_drot": _delta(til["txy"]),
