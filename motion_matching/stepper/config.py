@@ -29,10 +29,11 @@ class StepperConfig(CommonConfig):
 
 RECIPES = {
     "toolkit": {},
-    # a candidate, measured against toolkit in benchmarks/bench_stepper.py at equal short budgets (docs/stepper.md);
-    # not yet against the toolkit recipe run to the end. float32: the rollout compounds 19 steps' rounding, and
+    # the best of three candidates against toolkit at equal short budgets (benchmarks/bench_stepper.py,
+    # docs/stepper.md); not yet against the toolkit recipe run to the end. 3,000 iterations: about 5 minutes at
+    # the ~0.1 s a step measured on one busy core. float32: the rollout compounds 19 steps' rounding, and
     # bfloat16 made a step only ~5% faster here
-    "fast": {"batch_size": 256, "iterations": 3_000, "lr": 0.002, "schedule": "cosine", "warmup": 100},
+    "fast": {"batch_size": 128, "iterations": 3_000, "lr": 0.003, "schedule": "cosine", "warmup": 50},
 }
 
 
