@@ -30,8 +30,8 @@ class StepperConfig(CommonConfig):
 RECIPES = {
     "toolkit": {},
     # the best of three candidates against toolkit at equal short budgets (benchmarks/bench_stepper.py,
-    # docs/stepper.md); not yet against the toolkit recipe run to the end. 3,000 iterations: about 5 minutes at
-    # the ~0.1 s a step measured on one busy core. float32: the rollout compounds 19 steps' rounding, and
+    # docs/stepper.md); not yet against the toolkit recipe run to the end. 3,000 iterations: 4 min 55 s on one core
+    # of the busy 2-core machine (10,000 frames). float32: the rollout compounds 19 steps' rounding, and
     # bfloat16 made a step only ~5% faster here
     "fast": {"batch_size": 128, "iterations": 3_000, "lr": 0.003, "schedule": "cosine", "warmup": 50},
 }
