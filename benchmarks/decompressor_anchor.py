@@ -65,6 +65,13 @@ class Recorder:
         self.work, self.run_dir, self.log = work, run_dir, log
         self.snapshot_every, self.checkpoint_every = snapshot_every, checkpoint_every
         self.base = self.started = None
+        self.last = None  # (step, seconds) of the last step: a Ctrl-C checkpoint is written after it
+
+    def interrupted(self):
+        """Record the seconds of the step a Ctrl-C checkpoint holds, so the next session counts on from it."""
+        if self.last is not None:
+            self.log["seconds_at"][str(self.last[0])] = self.last[1]
+            _write_log(self.work, self.log)
 
     def __call__(self, step, module):
         now = time.perf_counter()
@@ -72,6 +79,7 @@ class Recorder:
             self.base = self.log["seconds_at"].get(str(step - 1), 0.0)
             self.started = now
         seconds = self.base + now - self.started
+        self.last = (step, seconds)
         if (step - 1) % self.snapshot_every == 0:  # the script has just written both files (after iteration step-1)
             folder = os.path.join(self.work, "snapshots", f"{step:07d}")
             os.makedirs(folder, exist_ok=True)
@@ -118,6 +126,7 @@ def train(work, frames, iterations, snapshot_every):
                            on_step=recorder, progress=lambda report: bar(report.step, report.iterations,
                                                                          training_note(report)))
     except TrainingInterrupted:
+        recorder.interrupted()
         bar.close()
         click.echo("interrupted: run the same command to continue from the last checkpoint", err=True)
         sys.exit(130)
