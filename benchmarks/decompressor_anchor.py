@@ -6,7 +6,9 @@ across sessions, with its quality against training time.
 ``--work/run``. Every ``--snapshot-every`` iterations it copies the decompressor.bin and latent.bin the script
 writes then into ``--work/snapshots``; at every checkpoint it records the training seconds so far in
 ``--work/anchor_log.json``. Ctrl-C (or the end of a session) stops it; the same command continues from the
-last checkpoint, its seconds counted on from there (set-up and resume time left out).
+last checkpoint, its seconds counted on from there (set-up and resume time left out). Started in the
+background from a script, the process ignores SIGINT (the shell's rule for background jobs): stop it
+with ``kill -TERM``; it then continues from its last 10,000-iteration checkpoint.
 
 ``report`` evaluates every snapshot over every frame (``decompressor.evaluate``: world joint position error,
 local rotation error, contacts, the script's loss) and writes the quality-against-time JSON and PNG.
