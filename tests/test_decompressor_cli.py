@@ -111,6 +111,34 @@ def test_a_latent_of_other_frames_is_refused(inputs, tmp_path):
     assert result.output == f"Error: {tmp_path / 'short.bin'}: has {FRAMES - 1} frames but database.bin has {FRAMES}\n"
 
 
+def test_a_decompressor_of_other_layers_is_refused_before_decoding(inputs):
+    import numpy as np
+    assert train("--iterations", "2", "--out", "run").exit_code == 0
+    network = formats.load_network("run/decompressor.bin")
+    size_in, hidden, size_out = network.sizes
+    latent = formats.load_latent("run/latent.bin")
+    nfeatures, bones = formats.load_features("features.bin").features.shape[1], len(formats.load_database(
+        "database.bin").bone_parents) - 1
+    square = (np.zeros((hidden, hidden), np.float32), np.zeros(hidden, np.float32))
+    formats.save_network("deeper.bin", formats.Network(network.mean_in, network.std_in, network.mean_out,
+                                                       network.std_out, [network.layers[0], square, network.layers[1]]))
+    formats.save_latent("narrow.bin", latent[:, :-1])
+
+    def refusal(path, sizes, nlatent):
+        return (f"Error: {path}: has layers {' -> '.join(map(str, sizes))}; a decompressor of these files has "
+                f"{nfeatures + nlatent} -> hidden -> {size_out} ({nfeatures} features + {nlatent} latent in, {bones} "
+                "bones' pose, the root's velocities and 2 contacts out)\n")
+    nlatent = latent.shape[1]
+    for decompressor, latent_path, expected in (
+            ("deeper.bin", "run/latent.bin", refusal("deeper.bin", [size_in, hidden, hidden, size_out], nlatent)),
+            ("run/decompressor.bin", "narrow.bin", refusal("run/decompressor.bin", network.sizes, nlatent - 1))):
+        result = CliRunner().invoke(main, ["evaluate-decompressor", "--decompressor", decompressor, "--latent",
+                                           latent_path, "--out", "evaluation"])
+        assert result.exit_code == 1
+        assert result.output == expected
+    assert not (inputs / "evaluation").exists()
+
+
 def test_device_cuda_without_a_gpu_is_one_line_and_writes_nothing(inputs):
     import torch
     if torch.cuda.is_available():

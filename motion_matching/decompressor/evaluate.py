@@ -19,7 +19,7 @@ from motion_matching.decompressor import kinematics as kin
 from motion_matching.decompressor.inputs import load_inputs
 from motion_matching.decompressor.model import Decompressor
 from motion_matching.decompressor.objective import LossTerms, decompressor_losses, split_output
-from motion_matching.errors import MismatchedFiles
+from motion_matching.errors import InvalidFile, MismatchedFiles
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
 from motion_matching.training.step import PrecisionForward
@@ -28,6 +28,7 @@ LOG = logging.getLogger(__name__)
 REPORT_NAME, PLOT_NAME = "decompressor_evaluation.json", "decompressor_errors.png"
 REPORT_FORMAT = "motion-matching-decompressor-evaluation"
 WINDOWS_PER_BLOCK = 4096
+POSE_COLUMNS_PER_BONE, ROOT_COLUMNS = 15, 8  # the output layout (objective.split_output)
 
 
 class RuntimeDecompressor(torch.nn.Module):
@@ -46,6 +47,19 @@ class RuntimeDecompressor(torch.nn.Module):
     def decode(self, features, latent):
         """Raw pose parts (B, W, columns) of features (B, W, n) and latent (B, W, L)."""
         return self.decompressor(torch.cat([features, latent], dim=-1)) * self.std_out + self.mean_out
+
+
+def load_decompressor(path, *, nfeatures, nlatent, nbones):
+    """The decompressor.bin at ``path`` as a ``RuntimeDecompressor`` (eval mode); raises ``InvalidFile`` unless
+    its layers decode ``nfeatures`` features and ``nlatent`` latent values to the pose of ``nbones`` bones."""
+    network, inner = formats.load_network(path), nbones - 1
+    size_in, size_out = nfeatures + nlatent, POSE_COLUMNS_PER_BONE * inner + ROOT_COLUMNS
+    sizes = network.sizes
+    if len(sizes) != 3 or sizes[0] != size_in or sizes[-1] != size_out:
+        raise InvalidFile(path, f"has layers {' -> '.join(map(str, sizes))}; a decompressor of these files has "
+                                f"{size_in} -> hidden -> {size_out} ({nfeatures} features + {nlatent} latent in, "
+                                f"{inner} bones' pose, the root's velocities and 2 contacts out)")
+    return RuntimeDecompressor(network).eval()
 
 
 def _summary(values):
@@ -95,7 +109,8 @@ def evaluate_decompressor(decompressor_path, latent_path, *, database_path, feat
     latent = torch.from_numpy(formats.load_latent(latent_path))
     if latent.shape[0] != inputs.nframes:
         raise MismatchedFiles(latent_path, f"has {latent.shape[0]} frames but {database_path} has {inputs.nframes}")
-    module = RuntimeDecompressor(formats.load_network(decompressor_path)).eval()
+    module = load_decompressor(decompressor_path, nfeatures=inputs.X.shape[1], nlatent=latent.shape[1],
+                               nbones=inputs.nbones)
     errors = frame_errors(module, inputs, latent)
     contacts = (errors["contacts"] > 0.5) == (errors["true_contacts"] > 0.5)
     report = {"frames": inputs.nframes, "bones": inputs.nbones,

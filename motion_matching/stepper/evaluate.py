@@ -18,7 +18,7 @@ import torch
 
 from motion_matching.atomic import atomic_write
 from motion_matching.decompressor import kinematics as kin
-from motion_matching.decompressor.evaluate import RuntimeDecompressor
+from motion_matching.decompressor.evaluate import load_decompressor
 from motion_matching.decompressor.inputs import load_inputs as load_pose_inputs
 from motion_matching.decompressor.objective import split_output
 from motion_matching.errors import InvalidFile
@@ -37,7 +37,6 @@ REPORT_FORMAT = "motion-matching-stepper-evaluation"
 WRITER = "evaluate-stepper"
 WINDOWS_PER_BLOCK = 512
 FRAMES_PER_BLOCK = 8192
-POSE_COLUMNS_PER_BONE, ROOT_COLUMNS = 15, 8  # the decompressor's output layout (objective.split_output)
 
 
 def window_starts(ranges, *, window=WINDOW, limit=DEFAULT_WINDOWS, seed=DEFAULT_SEED):
@@ -80,7 +79,8 @@ class PoseDecoding:
 
     def __init__(self, path, *, database_path, features_path, latent):
         self.inputs = load_pose_inputs(database_path, features_path)
-        self.module = self._load(path, nlatent=latent.shape[1])
+        self.module = load_decompressor(path, nfeatures=self.inputs.X.shape[1], nlatent=latent.shape[1],
+                                        nbones=self.inputs.nbones)
         arrays, frames = self.inputs.arrays, torch.arange(self.inputs.nframes)
         with torch.no_grad():
             self.truth = torch.cat([world_positions(arrays["Ytxy"][block], arrays["Ypos"][block], self.inputs.parents)
@@ -88,15 +88,8 @@ class PoseDecoding:
             self.alone = torch.cat([self.errors_cm(block, self.inputs.X[block], latent[block])
                                     for block in torch.split(frames, FRAMES_PER_BLOCK)]).numpy()
 
-    def _load(self, path, *, nlatent):
-        network, nfeatures, inner = formats.load_network(path), self.inputs.X.shape[1], self.inputs.nbones - 1
-        size_in, size_out = nfeatures + nlatent, POSE_COLUMNS_PER_BONE * inner + ROOT_COLUMNS
-        if len(network.sizes) != 3 or network.sizes[0] != size_in or network.sizes[-1] != size_out:
-            raise InvalidFile(path, f"has layers {_layers(network.sizes)}; a decompressor of these files has "
-                                    f"{size_in} -> hidden -> {size_out} ({nfeatures} features + {nlatent} latent "
-                                    f"in, {inner} bones' pose, the root's velocities and 2 contacts out)")
-        return RuntimeDecompressor(network).eval()
-
+        self.module = load_decompressor(path, nfeatures=self.inputs.X.shape[1], nlatent=latent.shape[1],
+                                        nbones=self.inputs.nbones)
     def errors_cm(self, frames, X, Z):
         """World position error (N, B-1), cm, of each non-root joint of the poses decoded from features ``X``
         (N, nfeatures) and latent ``Z`` (N, nlatent) against the database's frames ``frames`` (N,), whose
