@@ -10,13 +10,17 @@ from click.testing import CliRunner
 
 from motion_matching.cli import main
 from motion_matching.cli.paths import InputFile, OutputFile, OutputFolder
+from motion_matching.data import generate
+from motion_matching.decompressor.config import DecompressorConfig
+from motion_matching.decompressor.train import train_decompressor
 from motion_matching.projector.config import TrainConfig
 from motion_matching.projector.train import train_projector
+from motion_matching.stepper.config import StepperConfig
+from motion_matching.stepper.train import train_stepper
 from motion_matching.toolkit import formats
 
-from conftest import write_small_toolkit_files
 from fuzz_helpers import time_limit
-from train_helpers import build_balltree_cache, write_database
+from train_helpers import build_balltree_cache
 
 # a quick valid run of each command, in the folder ``inputs`` makes; each case changes one option
 BASE = {
@@ -32,6 +36,14 @@ BASE = {
     "evaluate": ["--projector", "projector.bin", "--features", "features.bin", "--latent", "latent.bin", "--out",
                  "evaluation", "--queries", "50", "--no-plots"],
     "demo": ["--out", "demo", "--frames", "1000", "--iterations", "2"],
+    "train-decompressor": ["--iterations", "2", "--hidden", "16", "--threads", "1", "--quiet", "--out",
+                           "trained-decompressor"],
+    "evaluate-decompressor": ["--out", "evaluation-decompressor", "--no-plots"],
+    "train-stepper": ["--iterations", "2", "--hidden", "16", "--threads", "1", "--quiet", "--out", "trained-stepper"],
+    "evaluate-stepper": ["--windows", "10", "--out", "evaluation-stepper", "--no-plots"],
+    "retrain": ["--database", "database.bin", "--out", "retrained", "--decompressor-iterations", "2",
+                "--projector-iterations", "2", "--stepper-iterations", "2", "--cache-queries", "1024", "--threads", "1",
+                "--quiet"],
 }
 STRING_VALUES = {"--device": ["bogus", "cuda:99"], "--weights": ["1,2", "1,1,1,1,-1", "x,1,1,1,1"],
                  "--window": ["x"], "--out": ["features.bin/inside"], "--tensorboard": ["features.bin"],
@@ -41,7 +53,11 @@ KNOWN_CASES = [("generate-database", ["--nlatent", "500"]),
                ("generate-database", ["--database", "database.bin", "--latent", "garbage.bin"]),
                ("generate-database", ["--plot", "missing/plot.png"]),
                ("train", ["--offline", "cache.h5"]), ("train", ["--resume", "garbage.bin"]),
-               ("export", ["projector.bin", "--out", "exported.onnx", "--format", "onnx", "--split"])]
+               ("export", ["projector.bin", "--out", "exported.onnx", "--format", "onnx", "--split"]),
+               ("evaluate-decompressor", ["--decompressor", "stepper.bin"]),
+               ("evaluate-decompressor", ["--decompressor", "projector.bin"]),
+               ("evaluate-stepper", ["--stepper", "decompressor.bin"]),
+               ("evaluate-stepper", ["--decompressor", "stepper.bin"])]
 PATH_VALUES = ["missing/none.bin", "folder", "empty.bin", "garbage.bin"]
 
 
@@ -81,14 +97,20 @@ def cases():
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    """A folder with small valid toolkit files, a cache, a checkpoint and projector.bin, and bad files."""
+    """A folder with small valid toolkit files, a cache, a checkpoint and the three networks, and bad files."""
     return make_inputs(tmp_path_factory.mktemp("inputs"))
 
 
 def make_inputs(folder):
     """Write into ``folder`` (a pathlib.Path) what the ``inputs`` fixture holds; returns ``folder``."""
-    features_path, latent_path = write_small_toolkit_files(folder, nframes=400)
-    write_database(folder / "database.bin", 400)
+    files = generate.generate_files(folder, nframes=400)  # database.bin, features.bin, a stand-in latent.bin
+    database_path, features_path, latent_path = files["database"], files["features"], files["latent"]
+    train_decompressor(DecompressorConfig(iterations=2, hidden=16, threads=1), database_path=database_path,
+                       features_path=features_path, out_dir=folder / "decompressor_run")
+    for name in ("decompressor.bin", "latent.bin"):  # the latent.bin that decompressor.bin decodes
+        shutil.copyfile(folder / "decompressor_run" / name, folder / name)
+    train_stepper(StepperConfig(iterations=2, hidden=16, threads=1), database_path=database_path,
+                  features_path=features_path, latent_path=latent_path, out_dir=folder)
     build_balltree_cache(folder / "cache.h5", features_path, nqueries=300)
     train_projector(TrainConfig(iterations=2, hidden=16, hidden_layers=1), features_path=features_path,
                     latent_path=latent_path, out_dir=folder, held_out_queries=0)
@@ -96,7 +118,8 @@ def make_inputs(folder):
     (folder / "empty.bin").write_bytes(b"")
     (folder / "garbage.bin").write_bytes(b"\x07" * 100)
     (folder / "notes.txt").write_text("my notes\n")
-    formats.load_network(folder / "projector.bin")
+    for name in ("projector.bin", "decompressor.bin", "stepper.bin"):
+        formats.load_network(folder / name)
     return folder
 
 
@@ -143,6 +166,7 @@ EXPECTED_KIND = {"features": "a features.bin", "features_path": "a features.bin"
                  "latent_path": "a latent.bin", "database": "a database.bin", "database_path": "a database.bin",
                  "cache_path": "a projector cache (HDF5)", "offline_cache": "a projector cache (HDF5)",
                  "resume": "a training checkpoint (.pt)", "source": "a network .bin", "projector": "a network .bin",
+                 "decompressor_path": "a network .bin", "stepper_path": "a network .bin",
                  "bvh": "a BVH text file"}
 CACHES = {"cache_path", "offline_cache"}  # their lines go on with the command that builds the cache
 NEEDED_WITH = {("build-cache", "database_path"): ["--exact-toolkit", "--queries", "320"]}  # read only then
@@ -168,7 +192,8 @@ def case_id(value):
     return value.name if isinstance(value, click.Parameter) else " ".join(value) if isinstance(value, list) else value
 
 
-BASE_OUTPUTS = ("generated", "trained", "evaluation", "demo", "built.h5", "exported.bin")  # what BASE writes
+BASE_OUTPUTS = ("generated", "trained", "evaluation", "demo", "built.h5", "exported.bin", "trained-decompressor",
+                "evaluation-decompressor", "trained-stepper", "evaluation-stepper", "retrained")  # what BASE writes
 
 
 def run_with(folder, monkeypatch, command, arguments, value, env=None):
