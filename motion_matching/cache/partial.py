@@ -67,7 +67,10 @@ def _create_whole(partial, wanted, features):
     """``_create`` under the name ``<partial>.new``, renamed to ``partial`` once every attribute is set, so
     that a partial file, whenever it exists, has the ``completed`` count a rerun resumes from."""
     fresh = partial + ".new"
-    _create(fresh, wanted, features).close()
+    try:
+        _create(fresh, wanted, features).close()
+    except WriteFailed as error:  # the user knows the partial file, not its scratch name
+        raise WriteFailed(partial, error.problem) from None
     os.replace(fresh, partial)
     return h5py.File(partial, "r+")
 
