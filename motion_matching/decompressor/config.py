@@ -24,7 +24,8 @@ class DecompressorConfig(CommonConfig):
 RECIPES = {
     "toolkit": {},
     # chosen in session 8 from equal-sample runs (batch 64-512, lr 0.002-0.005) on 10,000 frames, then
-    # checked at its whole length on 50,000 frames against the anchor's snapshots (docs/decompressor.md)
+    # checked at its whole length on 50,000 frames against the anchor's snapshots: not yet at the toolkit's
+    # quality (docs/decompressor.md)
     "fast": {"batch_size": 128, "iterations": 10_000, "lr": 0.004, "schedule": "cosine", "warmup": 200,
              "precision": "auto"},
 }
