@@ -23,8 +23,8 @@ from motion_matching.toolkit import formats
 from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
 from motion_matching.toolkit.provenance import provenance_path, write_record
 from motion_matching.training.notes import log_run_notes
-from motion_matching.training.run import TrainingRun, prepare, torch_device, train, training_folder
-from motion_matching.training.step import OptimiserStep, PrecisionForward, with_resolved_precision
+from motion_matching.training.run import TrainingRun, prepare, train, training_folder
+from motion_matching.training.step import OptimiserStep, PrecisionForward
 
 PREVIEW_NAMES = ("decompressor_X.png", "decompressor_Z.png")
 NETWORK_NAME = "decompressor.bin"
@@ -51,11 +51,10 @@ class _Run(TrainingRun):
     TENSORBOARD_PREFIX = "decompressor"
 
     def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None, plots=False):
-        self.device = torch_device(config.device)
-        config = with_resolved_precision(config, self.device)
         super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
                          checkpoint_path=os.path.join(out_dir, CHECKPOINT_NAME), progress=progress,
                          tensorboard=tensorboard, on_step=on_step)
+        config = self.config
         module = make_autoencoder(inputs, config).to(self.device)
         self.update = OptimiserStep(module, config)
         self.start(module, self.update.optimizer)

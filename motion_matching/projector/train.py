@@ -34,7 +34,6 @@ from motion_matching.training.run import (  # noqa: F401
     train,
     training_folder,
 )
-from motion_matching.training.step import with_resolved_precision
 
 NETWORK_NAME = "projector.bin"
 CHECKPOINT_NAME = "projector_checkpoint.pt"
@@ -46,11 +45,10 @@ class _Run(TrainingRun):
     TENSORBOARD_PREFIX = "projector"
 
     def __init__(self, config, inputs, *, out_dir, progress, plots, tensorboard, on_step=None):
-        self.device = torch_device(config.device)
-        config = with_resolved_precision(config, self.device)
         super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
                          checkpoint_path=os.path.join(out_dir, CHECKPOINT_NAME), progress=progress,
                          tensorboard=tensorboard, on_step=on_step)
+        config = self.config
         module = make_projector(inputs.X, inputs.Z, config, path=inputs.features_path).to(self.device)
         self.X = torch.from_numpy(inputs.X).to(self.device)
         self.Z = torch.from_numpy(inputs.Z).to(self.device)

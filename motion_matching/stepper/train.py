@@ -19,8 +19,8 @@ from motion_matching.threads import Sample
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
 from motion_matching.training.notes import log_run_notes
-from motion_matching.training.run import TrainingRun, prepare, torch_device, train, training_folder
-from motion_matching.training.step import OptimiserStep, PrecisionForward, with_resolved_precision
+from motion_matching.training.run import TrainingRun, prepare, train, training_folder
+from motion_matching.training.step import OptimiserStep, PrecisionForward
 
 PREVIEW_NAMES = ("stepper_X.png", "stepper_Z.png")
 NETWORK_NAME = "stepper.bin"
@@ -43,11 +43,10 @@ class _Run(TrainingRun):
     TENSORBOARD_PREFIX = "stepper"
 
     def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None, plots=False):
-        self.device = torch_device(config.device)
-        config = with_resolved_precision(config, self.device)
         super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
                          checkpoint_path=os.path.join(out_dir, CHECKPOINT_NAME), progress=progress,
                          tensorboard=tensorboard, on_step=on_step)
+        config = self.config
         module = make_stepper(inputs, config).to(self.device)
         self.update = OptimiserStep(module, config)
         self.start(module, self.update.optimizer)

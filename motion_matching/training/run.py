@@ -24,7 +24,7 @@ from motion_matching.threads import RateWatch
 from motion_matching.training.checkpoint import save_checkpoint
 from motion_matching.training.rerun import continue_earlier_run
 from motion_matching.training.schedule import LearningRateSchedule
-from motion_matching.training.step import RollingLoss, run_threads
+from motion_matching.training.step import RollingLoss, run_threads, with_resolved_precision
 
 LOG = logging.getLogger(__name__)
 PROGRESS_EVERY = 10  # iterations between progress reports (and fast-step loss reads), as the toolkit prints
@@ -84,6 +84,8 @@ class TrainingRun:
 
     def __init__(self, config, inputs, *, out_dir, network_path, checkpoint_path, progress, tensorboard,
                  on_step=None):
+        self.device = torch_device(config.device)
+        config = with_resolved_precision(config, self.device)  # "auto" precision: what this device computes
         self.config, self.inputs, self.progress, self.on_step = config, inputs, progress, on_step
         self.network_path, self.checkpoint_path = network_path, checkpoint_path
         self.out_dir, self.tensorboard, self.writer = out_dir, tensorboard, None
