@@ -1,0 +1,328 @@
+"""The toolkit-recipe anchors of the decompressor and the stepper: each network's toolkit recipe (500,000
+iterations, batch 32) run to the end once with ``--exact-toolkit`` (byte-identical to the toolkit's scripts:
+``tests/test_decompressor_script_parity.py``, ``tests/test_stepper_script_parity.py``), resumable across sessions
+and machines, with its quality against training time.
+
+A session's machine keeps no file outside the repository, so an anchor's state lives in it (``--state``, default
+``benchmarks/anchors/<network>``): ``anchor_log.json`` (the training seconds at each checkpoint, each snapshot's
+seconds and measured quality, the inputs' SHA-256), the last ``checkpoint.pt`` and, for the stepper, the
+``latent.bin`` and ``decompressor.bin`` it trains on. ``--work`` (any folder) holds the 50,000-frame synthetic
+database (made again where missing, and refused if its hashes differ from the state's), the run and the
+snapshots (the script's files, copied every ``--snapshot-every`` iterations).
+
+    python benchmarks/anchor.py train decompressor --work /tmp/anchor     # Ctrl-C (kill -TERM) stops it
+    python benchmarks/anchor.py save decompressor --work /tmp/anchor      # measure snapshots, keep the checkpoint
+    python benchmarks/anchor.py report decompressor \\
+        --json benchmarks/results/decompressor-anchor.json --png benchmarks/results/decompressor-anchor.png
+
+``train`` continues from the run's checkpoint in ``--work``, else from the state's. It treats SIGTERM as Ctrl-C
+(a background job ignores SIGINT, the shell's rule): ``kill -TERM`` writes a checkpoint at the step it is on.
+The stepper's anchor is given its latent once (``--latent`` and ``--decompressor``, kept in its state): the
+decompressor the pipeline pairs it with, so the fast stepper is judged on the same inputs.
+"""
+import hashlib
+import json
+import os
+import platform
+import signal
+import shutil
+import sys
+import time
+
+import click
+
+from motion_matching.interrupts import interrupts_exit
+
+ANCHOR_ITERATIONS = 500_000
+LOG_NAME = "anchor_log.json"
+STATE_CHECKPOINT = "checkpoint.pt"
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Network:
+    """What differs between the two anchors: the trainer, the files it writes and how a snapshot is measured."""
+
+    def __init__(self, name):
+        self.name = name
+        self.outputs = ("decompressor.bin", "latent.bin") if name == "decompressor" else ("stepper.bin",)
+        self.checkpoint_name = f"{name}_checkpoint.pt"
+        self.state_inputs = () if name == "decompressor" else ("latent.bin", "decompressor.bin")
+
+    def train(self, paths, state, run_dir, *, iterations, on_step, progress):
+        if self.name == "decompressor":
+            from motion_matching.decompressor.config import recipe_config
+            from motion_matching.decompressor.train import train_decompressor
+
+            return train_decompressor(recipe_config("toolkit", exact_toolkit=True, iterations=iterations),
+                                      database_path=paths["database"], features_path=paths["features"],
+                                      out_dir=run_dir, on_step=on_step, progress=progress)
+        from motion_matching.stepper.config import recipe_config
+        from motion_matching.stepper.train import train_stepper
+
+        return train_stepper(recipe_config("toolkit", exact_toolkit=True, iterations=iterations),
+                             database_path=paths["database"], features_path=paths["features"],
+                             latent_path=os.path.join(state, "latent.bin"), out_dir=run_dir, on_step=on_step,
+                             progress=progress)
+
+    def measure(self, folder, paths, state):
+        """The quality row of the snapshot in ``folder``."""
+        if self.name == "decompressor":
+            from motion_matching.decompressor.evaluate import evaluate_decompressor
+
+            measured, _ = evaluate_decompressor(os.path.join(folder, "decompressor.bin"),
+                                                os.path.join(folder, "latent.bin"), database_path=paths["database"],
+                                                features_path=paths["features"])
+            return {key: measured[key] for key in ("position_error_cm", "rotation_error_deg", "contact_accuracy")} | {
+                "loss": measured["loss_terms"]["loss"]}
+        from motion_matching.stepper.evaluate import evaluate_stepper
+
+        measured, _ = evaluate_stepper(os.path.join(folder, "stepper.bin"), database_path=paths["database"],
+                                       features_path=paths["features"], latent_path=os.path.join(state, "latent.bin"),
+                                       decompressor_path=os.path.join(state, "decompressor.bin"))
+        return {"feature_l1": measured["feature_l1"]["mean"], "latent_l1": measured["latent_l1"]["mean"],
+                "position_error_cm": {key: measured["position_error_cm"][key] for key in ("mean", "p95", "max")},
+                "loss": measured["loss_terms"]["loss"]}
+
+    def describe(self, row):
+        if self.name == "decompressor":
+            return (f"pos {row['position_error_cm']['mean']:.3f} cm (p95 {row['position_error_cm']['p95']:.3f}, "
+                    f"max {row['position_error_cm']['max']:.2f})  rot {row['rotation_error_deg']['mean']:.3f} deg "
+                    f"(max {row['rotation_error_deg']['max']:.2f})  contacts {row['contact_accuracy']:.4f}  "
+                    f"loss {row['loss']:.4f}")
+        return (f"features L1 {row['feature_l1']:.4f}  latent L1 {row['latent_l1']:.4f}  pos "
+                f"{row['position_error_cm']['mean']:.3f} cm (p95 {row['position_error_cm']['p95']:.3f}, max "
+                f"{row['position_error_cm']['max']:.2f})  loss {row['loss']:.4f}")
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_log(state):
+    path = os.path.join(state, LOG_NAME)
+    if not os.path.exists(path):
+        return {"seconds_at": {}, "snapshots": {}}
+    with open(path, encoding="utf-8") as stream:
+        return json.load(stream)
+
+
+def _write_log(state, log):
+    path = os.path.join(state, LOG_NAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as stream:
+        json.dump(log, stream, indent=1)
+        stream.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def _copy_atomically(source, target):
+    shutil.copyfile(source, target + ".tmp")
+    os.replace(target + ".tmp", target)
+
+
+def _inputs(work, log, frames):
+    """The synthetic database.bin and features.bin in ``work`` (made where missing), checked against the hashes
+    the log recorded (recorded now if it has none); returns their paths."""
+    from motion_matching.data import generate
+
+    folder = os.path.join(work, "data")
+    paths = {"database": os.path.join(folder, "database.bin"), "features": os.path.join(folder, "features.bin")}
+    if not all(os.path.exists(path) for path in paths.values()):
+        os.makedirs(folder, exist_ok=True)
+        made = generate.generate_files(folder, nframes=frames)
+        paths = {"database": made["database"], "features": made["features"]}
+    hashes = {name: _sha256(path) for name, path in paths.items()}
+    recorded = log.setdefault("inputs", hashes)
+    for name, digest in hashes.items():
+        if recorded.get(name) != digest:
+            raise click.ClickException(f"{paths[name]}: not the {name} this anchor was trained on (SHA-256 "
+                                       f"{digest[:12]}, the state records {recorded.get(name, '?')[:12]})")
+    return paths
+
+
+def _state_inputs(network, state, given):
+    """Copy the stepper's latent.bin and decompressor.bin into ``state`` once; refuse others later."""
+    for name in network.state_inputs:
+        kept, source = os.path.join(state, name), given.get(name)
+        if not os.path.exists(kept):
+            if source is None:
+                raise click.UsageError(f"the stepper's anchor has no {name} yet: give --{name.split('.')[0]}")
+            _copy_atomically(source, kept)
+        elif source is not None and _sha256(source) != _sha256(kept):
+            raise click.UsageError(f"{source}: differs from the {kept} this anchor trains on")
+
+
+class Recorder:
+    """``on_step``: snapshots of the runtime files and the training seconds at each checkpoint."""
+
+    def __init__(self, network, state, run_dir, snapshots, log, *, snapshot_every, checkpoint_every):
+        self.network, self.state, self.run_dir, self.snapshots, self.log = network, state, run_dir, snapshots, log
+        self.snapshot_every, self.checkpoint_every = snapshot_every, checkpoint_every
+        self.base = self.started = None
+        self.last = None  # (step, seconds) of the last step: a Ctrl-C checkpoint is written after it
+
+    def interrupted(self):
+        """Record the seconds of the step a Ctrl-C checkpoint holds, so the next session counts on from it."""
+        if self.last is not None:
+            self.log["seconds_at"][str(self.last[0])] = self.last[1]
+            _write_log(self.state, self.log)
+
+    def __call__(self, step, module):
+        now = time.perf_counter()
+        if self.started is None:  # the first step of this session: continue the count of the checkpoint before it
+            self.base = self.log["seconds_at"].get(str(step - 1), 0.0)
+            self.started = now
+        seconds = self.base + now - self.started
+        self.last = (step, seconds)
+        if (step - 1) % self.snapshot_every == 0:  # the script has just written its files (after iteration step-1)
+            folder = os.path.join(self.snapshots, f"{step:07d}")
+            os.makedirs(folder, exist_ok=True)
+            for name in self.network.outputs:
+                shutil.copyfile(os.path.join(self.run_dir, name), os.path.join(folder, name))
+            self.log["snapshots"][str(step)] = {"seconds": seconds}
+            _write_log(self.state, self.log)
+        if step % self.checkpoint_every == 0:
+            self.log["seconds_at"][str(step)] = seconds
+            _write_log(self.state, self.log)
+
+
+def _state_option(function):
+    return click.option("--state", type=click.Path(file_okay=False), default=None,
+                        help="The anchor's kept state [default: benchmarks/anchors/NETWORK].")(function)
+
+
+def _network_argument(function):
+    return click.argument("network", type=click.Choice(["decompressor", "stepper"]))(function)
+
+
+def _state_folder(network, state):
+    return state or os.path.join(HERE, "anchors", network)
+
+
+@click.group()
+def main():
+    """Run, keep and report the toolkit-recipe anchors."""
+
+
+@main.command()
+@_network_argument
+@click.option("--work", type=click.Path(file_okay=False), required=True, help="Folder for data, run and snapshots.")
+@_state_option
+@click.option("--frames", type=click.IntRange(min=1200), default=50_000, show_default=True)
+@click.option("--iterations", type=click.IntRange(min=1), default=ANCHOR_ITERATIONS, show_default=True)
+@click.option("--snapshot-every", type=click.IntRange(min=1000), default=25_000, show_default=True)
+@click.option("--latent", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The stepper's latent.bin (first run only).")
+@click.option("--decompressor", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The decompressor.bin of that latent (first run only).")
+def train(network, work, state, frames, iterations, snapshot_every, latent, decompressor):
+    """Train (or continue) an anchor run."""
+    from motion_matching.cli.progress import ProgressBar, training_note
+    from motion_matching.decompressor.config import recipe_config
+    from motion_matching.training.run import TrainingInterrupted
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even in a background job, which ignores it
+    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    if snapshot_every % 1000:
+        raise click.BadParameter("must be a multiple of the scripts' save interval, 1,000",
+                                 param_hint="--snapshot-every")
+    network, state = Network(network), _state_folder(network, state)
+    os.makedirs(state, exist_ok=True)
+    log = _read_log(state)
+    paths = _inputs(work, log, frames)
+    _state_inputs(network, state, {"latent.bin": latent, "decompressor.bin": decompressor})
+    run_dir = os.path.join(work, "run")
+    os.makedirs(run_dir, exist_ok=True)
+    checkpoint, kept = os.path.join(run_dir, network.checkpoint_name), os.path.join(state, STATE_CHECKPOINT)
+    if not os.path.exists(checkpoint) and os.path.exists(kept):
+        shutil.copyfile(kept, checkpoint)
+        click.echo(f"continuing from the kept checkpoint {kept}", err=True)
+    log.update(frames=frames, iterations=iterations, command=" ".join(sys.argv), machine=platform.machine(),
+               cpu_count=os.cpu_count())
+    checkpoint_every = recipe_config("toolkit").checkpoint_every
+    recorder = Recorder(network, state, run_dir, os.path.join(work, "snapshots"), log,
+                        snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
+    bar = ProgressBar(unit="it", label="anchor ")
+    try:
+        network.train(paths, state, run_dir, iterations=iterations, on_step=recorder,
+                      progress=lambda report: bar(report.step, report.iterations, training_note(report)))
+    except TrainingInterrupted:
+        recorder.interrupted()
+        bar.close()
+        click.echo("interrupted: run the same command to continue; `save` keeps the checkpoint", err=True)
+        sys.exit(130)
+    bar.close()
+    log["finished"] = True
+    _write_log(state, log)
+    click.echo(f"finished: {iterations:,} iterations; run `save {network.name}` to measure and keep it")
+
+
+@main.command()
+@_network_argument
+@click.option("--work", type=click.Path(file_okay=False, exists=True), required=True)
+@_state_option
+def save(network, work, state):
+    """Measure the snapshots not yet measured and keep the run's checkpoint in the state."""
+    network, state = Network(network), _state_folder(network, state)
+    log = _read_log(state)
+    paths = _inputs(work, log, log.get("frames", 50_000))
+    for step, entry in sorted(log["snapshots"].items(), key=lambda item: int(item[0])):
+        folder = os.path.join(work, "snapshots", f"{int(step):07d}")
+        if "quality" in entry or not os.path.isdir(folder):
+            continue
+        entry["quality"] = network.measure(folder, paths, state)
+        click.echo(f"{int(step):>8,} its  {network.describe(entry['quality'])}")
+        _write_log(state, log)
+    checkpoint = os.path.join(work, "run", network.checkpoint_name)
+    if os.path.exists(checkpoint):
+        _copy_atomically(checkpoint, os.path.join(state, STATE_CHECKPOINT))
+        click.echo(f"kept {checkpoint} as {os.path.join(state, STATE_CHECKPOINT)}")
+
+
+@main.command()
+@_network_argument
+@_state_option
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), required=True)
+@click.option("--png", "png_path", type=click.Path(dir_okay=False), default=None)
+def report(network, state, json_path, png_path):
+    """Quality against training seconds of the measured snapshots, as JSON (and a PNG)."""
+    network, state = Network(network), _state_folder(network, state)
+    log = _read_log(state)
+    rows = [{"iterations": int(step), "seconds": entry["seconds"], **entry["quality"]}
+            for step, entry in sorted(log["snapshots"].items(), key=lambda item: int(item[0])) if "quality" in entry]
+    for row in rows:
+        click.echo(f"{row['iterations']:>8,} its {row['seconds'] / 3600:6.2f} h  {network.describe(row)}")
+    with open(json_path, "w", encoding="utf-8") as stream:
+        json.dump({"network": network.name, "recipe": "toolkit (--exact-toolkit)", "frames": log.get("frames"),
+                   "finished": log.get("finished", False), "command": log.get("command"), "rows": rows},
+                  stream, indent=2)
+        stream.write("\n")
+    if png_path and rows:
+        _plot(network, rows, png_path)
+
+
+def _plot(network, rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hours = [row["seconds"] / 3600 for row in rows]
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    axes[0].plot(hours, [row["position_error_cm"]["mean"] for row in rows], label="mean")
+    axes[0].plot(hours, [row["position_error_cm"]["p95"] for row in rows], label="95th percentile")
+    axes[0].set(xlabel="training hours", ylabel="joint position error (cm)", title=f"{network.name} anchor")
+    axes[0].legend()
+    second = "rotation_error_deg" if network.name == "decompressor" else "feature_l1"
+    axes[1].plot(hours, [row[second]["mean"] if isinstance(row[second], dict) else row[second] for row in rows])
+    axes[1].set(xlabel="training hours", ylabel="local rotation error (degrees)" if network.name == "decompressor"
+                else "feature L1 over 20 frames")
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+if __name__ == "__main__":
+    with interrupts_exit():
+        main()
