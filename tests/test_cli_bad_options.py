@@ -57,7 +57,9 @@ KNOWN_CASES = [("generate-database", ["--nlatent", "500"]),
                ("evaluate-decompressor", ["--decompressor", "stepper.bin"]),
                ("evaluate-decompressor", ["--decompressor", "projector.bin"]),
                ("evaluate-stepper", ["--stepper", "decompressor.bin"]),
-               ("evaluate-stepper", ["--decompressor", "stepper.bin"])]
+               ("evaluate-stepper", ["--decompressor", "stepper.bin"]),
+               ("retrain", ["--cache-queries", "1023"]),  # fewer than one batch of the projector's recipe
+               ("retrain", ["--projector-recipe", "toolkit", "--cache-queries", "31"])]
 PATH_VALUES = ["missing/none.bin", "folder", "empty.bin", "garbage.bin"]
 
 
@@ -159,6 +161,21 @@ def test_a_cpu_only_backend_on_cuda_is_one_line(inputs, monkeypatch):
     assert result.exit_code == 1
     assert result.output == ("Error: --device: backend 'balltree' runs on the CPU only; pass --device cpu, or "
                              "--backend torch for cuda\n")
+
+
+@pytest.mark.parametrize("extra, recipe, batch", [([], "fast", "1,024"), (["--projector-recipe", "toolkit"],
+                                                                          "toolkit", "32")], ids=["fast", "toolkit"])
+def test_retrain_refuses_a_cache_smaller_than_one_batch_before_anything_runs(inputs, monkeypatch, extra, recipe,
+                                                                            batch, tmp_path):
+    monkeypatch.chdir(inputs)
+    out = tmp_path / "retrained"
+    result = CliRunner().invoke(main, ["retrain"] + BASE["retrain"] + extra + ["--cache-queries", "31", "--out",
+                                                                               str(out)], prog_name="mm-projector")
+    assert result.exit_code == 2
+    assert result.output == (f"Error: Invalid value for '--cache-queries': 31 is fewer than one batch of the "
+                             f"projector's '{recipe}' recipe; give at least {batch} (see 'mm-projector retrain "
+                             f"--help')\n")
+    assert not out.exists()  # refused before the folder, retrain.json or any stage's file
 
 
 # what each input file must be, by parameter name, as the line names it ("not a features.bin")

@@ -114,6 +114,18 @@ def test_changing_only_the_projector_reruns_only_the_projector_and_verify(copied
     assert all(after[name] == before[name] for name in RUNTIME if name != "projector.bin")
 
 
+def test_replacing_a_work_folder_run_of_other_settings_says_so_without_naming_force(copied, caplog):
+    folder, database = copied
+    caplog.set_level("WARNING", logger="motion_matching")
+    more = SMALL[:2] + ["--projector-iterations", "4"] + SMALL[4:]  # the first run's settings, one iteration more
+    result = CliRunner().invoke(main, ["retrain", "--database", str(database), "--out", str(folder), *more, "--quiet"])
+    assert result.exit_code == 0, result.output
+    checkpoint = folder / "retrain" / "projector" / "projector_checkpoint.pt"
+    assert (f"{checkpoint}: replacing it (retrain's own work file): it was trained with other --iterations"
+            in caplog.messages)
+    assert "--force" not in caplog.text
+
+
 def test_editing_the_database_reruns_every_stage(copied):
     folder, database = copied
     before = digests(folder)

@@ -10,6 +10,7 @@ from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, su
 from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FOLDER
 from motion_matching.cli.progress import ProgressBar, format_duration
 from motion_matching.cli.train import training_progress
+from motion_matching.errors import InvalidOption
 from motion_matching.pipeline.run import run_retrain
 from motion_matching.pipeline.settings import (
     DEFAULT_CACHE_QUERIES,
@@ -102,13 +103,23 @@ def retrain(database_path, out_dir, recipe, cache_queries, threads, force, quiet
 
     Example: mm-projector retrain --database database.bin --out retrained
     """
-    settings = RetrainSettings(recipe=recipe, cache_queries=cache_queries, threads=threads,
-                               recipes={name: networks[f"{name}_recipe"] for name in NETWORKS},
-                               iterations={name: networks[f"{name}_iterations"] for name in NETWORKS})
+    settings = _settings(recipe=recipe, cache_queries=cache_queries, threads=threads,
+                         recipes={name: networks[f"{name}_recipe"] for name in NETWORKS},
+                         iterations={name: networks[f"{name}_iterations"] for name in NETWORKS})
     with log_levels({"motion_matching": logging.WARNING if quiet else logging.INFO}):
         results = _run(out_dir, database_path=database_path, settings=settings, force=force, quiet=quiet)
     for line in summary_lines(results):
         click.echo(line)
+
+
+def _settings(**values):
+    """``RetrainSettings(**values)``; a value it refuses is a usage error of its option, before anything runs."""
+    try:
+        return RetrainSettings(**values)
+    except InvalidOption as error:
+        context = click.get_current_context()
+        option = next(one for one in context.command.params if error.path in getattr(one, "opts", ()))
+        raise click.BadParameter(error.problem, ctx=context, param=option) from None
 
 
 def _run(out_dir, *, settings, quiet, **options):

@@ -7,6 +7,7 @@ import dataclasses
 import typing
 
 from motion_matching.decompressor import config as decompressor_config
+from motion_matching.errors import InvalidOption
 from motion_matching.projector import recipes as projector_recipes
 from motion_matching.stepper import config as stepper_config
 from motion_matching.toolkit import recipe as toolkit_recipe
@@ -29,8 +30,8 @@ class RetrainSettings:
 
     ``recipe``: every network's recipe; ``recipes`` and ``iterations``: per network (name -> recipe name or
     iteration count), on top; ``cache_queries``: rows of the neighbour cache (independent of the projector's
-    recipe, so that changing it leaves the cache as it is); ``threads``: CPU threads (None: the stages' own
-    policy).
+    recipe, so that changing it leaves the cache as it is, but at least one of its batches: ``InvalidOption``
+    otherwise); ``threads``: CPU threads (None: the stages' own policy).
     """
 
     recipe: str = DEFAULT_RECIPE
@@ -38,6 +39,12 @@ class RetrainSettings:
     iterations: typing.Mapping[str, int] = dataclasses.field(default_factory=dict)
     cache_queries: int = DEFAULT_CACHE_QUERIES
     threads: typing.Optional[int] = None
+
+    def __post_init__(self):
+        batch = self.config("projector").batch_size
+        if self.cache_queries < batch:  # here, not when the projector's stage opens the cache
+            raise InvalidOption("--cache-queries", f"{self.cache_queries:,} is fewer than one batch of the "
+                                f"projector's {self.recipe_of('projector')!r} recipe; give at least {batch:,}")
 
     def asked_recipe(self, network):
         """The recipe name (str) asked for ``network``."""

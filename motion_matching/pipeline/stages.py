@@ -16,6 +16,8 @@ from motion_matching.pipeline.shapes import check_replaceable, network_shape
 from motion_matching.toolkit import formats
 
 CACHE_NAME = "projector_cache.h5"
+# each stage's training ``force``: in its own work folder retrain replaces a run of other settings unasked
+OWN_WORK = "retrain's own work file"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +77,7 @@ def run_decompressor(context):
     folder = work_path(context.out_dir, "decompressor")
     train_decompressor(context.settings.config("decompressor"), database_path=context.database_path,
                        features_path=context.path("features.bin"), out_dir=folder, progress=context.train_progress,
-                       force=True, on_step=context.on_step)
+                       force=OWN_WORK, on_step=context.on_step)
     _install_network(context, "decompressor", folder)
     report, _ = evaluate_decompressor(context.path("decompressor.bin"), context.path("latent.bin"),
                                       database_path=context.database_path, features_path=context.path("features.bin"))
@@ -105,7 +107,7 @@ def run_projector(context):
     result = train_projector(context.settings.config("projector"), features_path=context.path("features.bin"),
                              latent_path=context.path("latent.bin"), database_path=context.database_path,
                              offline_cache=context.cache_path, out_dir=folder, progress=context.train_progress,
-                             force=True, on_step=context.on_step)
+                             force=OWN_WORK, on_step=context.on_step)
     _install_network(context, "projector", folder)
     return f"held-out loss {result.held_out['loss']:.4f}" if result.held_out else None
 
@@ -117,6 +119,6 @@ def run_stepper(context):
     folder = work_path(context.out_dir, "stepper")
     result = train_stepper(context.settings.config("stepper"), database_path=context.database_path,
                            features_path=context.path("features.bin"), latent_path=context.path("latent.bin"),
-                           out_dir=folder, progress=context.train_progress, force=True, on_step=context.on_step)
+                           out_dir=folder, progress=context.train_progress, force=OWN_WORK, on_step=context.on_step)
     _install_network(context, "stepper", folder)
     return f"training loss {result.final_loss:.4f}"

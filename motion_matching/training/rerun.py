@@ -23,7 +23,9 @@ def continue_earlier_run(run, *, resume=None, force=False):
     the folder holds another run's checkpoint or a network .bin without one, unless ``force``: that
     replaces them, but a checkpoint this run can continue (the same settings and inputs) is continued
     even then, so rerunning the last command line never throws the run's progress away. Previews there
-    that training did not write are refused too, unless ``force`` (``run.refuse_previews``).
+    that training did not write are refused too, unless ``force`` (``run.refuse_previews``). ``force`` is
+    True for the user's --force, or a str saying who else replaces them (retrain, in its own work folder),
+    which the line about a replaced checkpoint gives instead of "--force".
     """
     run.refuse_previews(force=force)
     if resume is not None:
@@ -32,7 +34,8 @@ def continue_earlier_run(run, *, resume=None, force=False):
     if force and os.path.exists(run.checkpoint_path):
         problem = checkpoint_problem(run.checkpoint_path, run.config, run.inputs.hashes)
         if problem is not None:
-            LOG.warning("%s: replacing it (--force): %s", run.checkpoint_path, problem)
+            LOG.warning("%s: replacing it (%s): %s", run.checkpoint_path, "--force" if force is True else force,
+                        problem)
             return None
     if os.path.exists(run.checkpoint_path):
         try:
