@@ -5,10 +5,12 @@ and machines, with its quality against training time.
 
 A session's machine keeps no file outside the repository, so an anchor's state lives in it (``--state``, default
 ``benchmarks/anchors/<network>``): ``anchor_log.json`` (the training seconds at each checkpoint, each snapshot's
-seconds and measured quality, the inputs' SHA-256), the last ``checkpoint.pt`` and, for the stepper, the
-``latent.bin`` and ``decompressor.bin`` it trains on. ``--work`` (any folder) holds the 50,000-frame synthetic
-database (made again where missing, and refused if its hashes differ from the state's), the run and the
-snapshots (the script's files, copied every ``--snapshot-every`` iterations).
+seconds and measured quality, the inputs' SHA-256), the last ``checkpoint.pt`` with, in ``outputs/``, the
+runtime files the run had written by then (the script writes them only every 1,000 iterations, so a run continued
+in a new ``--work`` could not make them again) and, for the stepper, the ``latent.bin`` and ``decompressor.bin``
+it trains on. ``--work`` (any folder) holds the 50,000-frame synthetic database (made again where missing, and
+refused if its hashes differ from the state's), the run and the snapshots (the script's files, copied every
+``--snapshot-every`` iterations).
 
     python benchmarks/anchor.py train decompressor --work /tmp/anchor     # Ctrl-C (kill -TERM) stops it
     python benchmarks/anchor.py save decompressor --work /tmp/anchor      # measure snapshots, keep the checkpoint
@@ -24,8 +26,8 @@ import hashlib
 import json
 import os
 import platform
-import signal
 import shutil
+import signal
 import sys
 import time
 
@@ -34,8 +36,10 @@ import click
 from motion_matching.interrupts import interrupts_exit
 
 ANCHOR_ITERATIONS = 500_000
-LOG_NAME = "anchor_log.json"
+LOG_NAME = "anchor_log.json"  # written by the training process only
+QUALITY_NAME = "anchor_quality.json"  # written by `save` only: a running anchor rewrites its log from memory
 STATE_CHECKPOINT = "checkpoint.pt"
+STATE_OUTPUTS = "outputs"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -102,16 +106,16 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def _read_log(state):
-    path = os.path.join(state, LOG_NAME)
+def _read_log(state, name=LOG_NAME):
+    path = os.path.join(state, name)
     if not os.path.exists(path):
-        return {"seconds_at": {}, "snapshots": {}}
+        return {"seconds_at": {}, "snapshots": {}} if name == LOG_NAME else {}
     with open(path, encoding="utf-8") as stream:
         return json.load(stream)
 
 
-def _write_log(state, log):
-    path = os.path.join(state, LOG_NAME)
+def _write_log(state, log, name=LOG_NAME):
+    path = os.path.join(state, name)
     with open(path + ".tmp", "w", encoding="utf-8") as stream:
         json.dump(log, stream, indent=1)
         stream.write("\n")
@@ -238,6 +242,9 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
     os.makedirs(run_dir, exist_ok=True)
     checkpoint, kept = os.path.join(run_dir, network.checkpoint_name), os.path.join(state, STATE_CHECKPOINT)
     if not os.path.exists(checkpoint) and os.path.exists(kept):
+        for name in network.outputs:
+            if os.path.exists(os.path.join(state, STATE_OUTPUTS, name)):
+                shutil.copyfile(os.path.join(state, STATE_OUTPUTS, name), os.path.join(run_dir, name))
         shutil.copyfile(kept, checkpoint)
         click.echo(f"continuing from the kept checkpoint {kept}", err=True)
     log.update(frames=frames, iterations=iterations, command=" ".join(sys.argv), machine=platform.machine(),
@@ -265,19 +272,23 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
 @click.option("--work", type=click.Path(file_okay=False, exists=True), required=True)
 @_state_option
 def save(network, work, state):
-    """Measure the snapshots not yet measured and keep the run's checkpoint in the state."""
+    """Measure the snapshots not yet measured and keep the run's checkpoint (and its runtime files) in the state."""
     network, state = Network(network), _state_folder(network, state)
-    log = _read_log(state)
+    log, quality = _read_log(state), _read_log(state, QUALITY_NAME)
     paths = _inputs(work, log, log.get("frames", 50_000))
-    for step, entry in sorted(log["snapshots"].items(), key=lambda item: int(item[0])):
+    for step in sorted(log["snapshots"], key=int):
         folder = os.path.join(work, "snapshots", f"{int(step):07d}")
-        if "quality" in entry or not os.path.isdir(folder):
+        if step in quality or not os.path.isdir(folder):
             continue
-        entry["quality"] = network.measure(folder, paths, state)
-        click.echo(f"{int(step):>8,} its  {network.describe(entry['quality'])}")
-        _write_log(state, log)
+        quality[step] = network.measure(folder, paths, state)
+        click.echo(f"{int(step):>8,} its  {network.describe(quality[step])}")
+        _write_log(state, quality, QUALITY_NAME)
     checkpoint = os.path.join(work, "run", network.checkpoint_name)
     if os.path.exists(checkpoint):
+        os.makedirs(os.path.join(state, STATE_OUTPUTS), exist_ok=True)
+        for name in network.outputs:
+            if os.path.exists(os.path.join(work, "run", name)):
+                _copy_atomically(os.path.join(work, "run", name), os.path.join(state, STATE_OUTPUTS, name))
         _copy_atomically(checkpoint, os.path.join(state, STATE_CHECKPOINT))
         click.echo(f"kept {checkpoint} as {os.path.join(state, STATE_CHECKPOINT)}")
 
@@ -290,9 +301,9 @@ def save(network, work, state):
 def report(network, state, json_path, png_path):
     """Quality against training seconds of the measured snapshots, as JSON (and a PNG)."""
     network, state = Network(network), _state_folder(network, state)
-    log = _read_log(state)
-    rows = [{"iterations": int(step), "seconds": entry["seconds"], **entry["quality"]}
-            for step, entry in sorted(log["snapshots"].items(), key=lambda item: int(item[0])) if "quality" in entry]
+    log, quality = _read_log(state), _read_log(state, QUALITY_NAME)
+    rows = [{"iterations": int(step), "seconds": entry["seconds"], **quality[step]}
+            for step, entry in sorted(log["snapshots"].items(), key=lambda item: int(item[0])) if step in quality]
     for row in rows:
         click.echo(f"{row['iterations']:>8,} its {row['seconds'] / 3600:6.2f} h  {network.describe(row)}")
     with open(json_path, "w", encoding="utf-8") as stream:
