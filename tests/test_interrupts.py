@@ -200,7 +200,7 @@ def test_ctrl_c_while_a_command_module_loads_says_one_line(monkeypatch):
 
 def test_demo_interrupted_while_it_makes_its_database_says_its_line(tmp_path, monkeypatch):
     needs_torch()
-    monkeypatch.setattr("motion_matching.demo.generate.generate_files", raising_keyboard_interrupt)
+    monkeypatch.setattr("motion_matching.demo.locomotion.generate_synthetic_database", raising_keyboard_interrupt)
     result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path / "demo"), "--frames", "1000"])
     assert result.exit_code == INTERRUPTED_EXIT
     assert result.stderr == (f"interrupted; the files in {tmp_path / 'demo'} are complete: run the same command "

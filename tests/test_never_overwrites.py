@@ -425,43 +425,51 @@ def test_demo_force_reaches_the_export_and_the_evaluation_and_refuses_before_tra
         assert json.load(stream)["format"] == "motion-matching-projector-evaluation"
 
 
-@pytest.mark.parametrize("force", [[], ["--force"]], ids=["", "force"])
-def test_demo_never_builds_its_cache_over_a_toolkit_file_and_says_so_before_writing(files, force):
+def demo_work_folder_refusal():
+    """The line of a demo whose --out holds a ``retrain/`` folder that no retrain.json beside it records."""
+    return (f"Error: {os.path.join('demo', 'retrain/')}: was not written by retrain (the toolkit's own files?), and "
+            "retrain writes these names; pass --force to replace it, or choose another --out\n")
+
+
+def test_demo_never_builds_its_cache_over_a_toolkit_file_and_says_so_before_writing(files):
     needs_torch()
-    os.mkdir("demo")
-    os.replace("latent.bin", os.path.join("demo", "projector_cache.h5"))
+    os.makedirs(os.path.join("demo", "retrain"))  # the pipeline's work folder, where its cache lives
+    cache = os.path.join("demo", "retrain", "projector_cache.h5")
+    os.replace("latent.bin", cache)
     del files["latent.bin"]
     before = digests_of()
-    result = invoke("demo", "--out", "demo", *DEMO, *force)
+    result = invoke("demo", "--out", "demo", *DEMO)
     assert result.exit_code == 1
-    assert result.stderr == (f"Error: {os.path.join('demo', 'projector_cache.h5')}: is {KINDS['latent.bin']}, not a "
-                             f"cache; {NEVER}\n")
+    assert result.stderr == demo_work_folder_refusal()
+    result = invoke("demo", "--out", "demo", *DEMO, "--force")  # --force reaches the folder, never a toolkit file
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {cache}: is {KINDS['latent.bin']}, not a cache; {NEVER}\n"
     assert digests_of() == before
 
 
 def test_demo_replaces_text_in_its_cache_only_with_force_and_says_so_before_writing(files):
     needs_torch()
-    os.mkdir("demo")
-    open(os.path.join("demo", "projector_cache.h5"), "w").write("my notes\n")
+    os.makedirs(os.path.join("demo", "retrain"))
+    cache = os.path.join("demo", "retrain", "projector_cache.h5")
+    open(cache, "w").write("my notes\n")
     before = digests_of()
     result = invoke("demo", "--out", "demo", *DEMO)
     assert result.exit_code == 1
-    assert result.stderr == (f"Error: {os.path.join('demo', 'projector_cache.h5')}: is a text file, not a cache; "
-                             "choose another --out, or pass --force to replace it\n")
+    assert result.stderr == demo_work_folder_refusal()
     assert digests_of() == before
     result = invoke("demo", "--out", "demo", *DEMO, "--force")  # it may be a damaged cache, as build-cache says
     assert result.exit_code == 0, result.output
-    assert h5py.is_hdf5(os.path.join("demo", "projector_cache.h5"))
+    assert h5py.is_hdf5(cache)
 
 
-def test_demo_refuses_a_projector_bin_without_its_checkpoint_before_writing(files):
+def test_demo_refuses_the_toolkits_projector_bin_before_writing(files):
     needs_torch()
     os.mkdir("demo")
     os.replace("projector.bin", os.path.join("demo", "projector.bin"))  # the toolkit's, as in its resources/
     before = digests_of()
     result = invoke("demo", "--out", "demo", *DEMO)
     assert result.exit_code == 1
-    assert result.stderr == (f"Error: {os.path.join('demo', 'projector.bin')}: is another run's (no "
-                             "projector_checkpoint.pt beside it to continue from); choose another --out, or pass "
-                             "--force to replace it\n")
+    assert result.stderr == (f"Error: {os.path.join('demo', 'projector.bin')}: was not written by retrain (the "
+                             "toolkit's own files?), and retrain writes these names; pass --force to replace it, or "
+                             "choose another --out\n")
     assert digests_of() == before

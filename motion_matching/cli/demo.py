@@ -1,15 +1,16 @@
-"""Commands: demo (the whole pipeline on the embedded synthetic data)."""
+"""Commands: demo (the whole retrain pipeline on the embedded synthetic data)."""
+import logging
 import sys
 
 import click
 
+from motion_matching.cli.cache import log_levels
 from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
 from motion_matching.cli.paths import OUTPUT_FOLDER
-from motion_matching.cli.progress import ProgressBar
-from motion_matching.cli.train import training_progress
+from motion_matching.cli.retrain import StageDisplay, summary_lines
 from motion_matching.demo import DemoSettings, compare_with_reference, describe_duration, run_demo
 from motion_matching.machine import busy_note
-from motion_matching.projector.recipes import RECIPES
+from motion_matching.pipeline.settings import RECIPE_NAMES
 
 _DEFAULTS = DemoSettings()
 
@@ -25,51 +26,58 @@ def _print_paths(paths):
               help="Folder for every file.")
 @click.option("--frames", default=_DEFAULTS.frames, show_default=True, type=click.IntRange(min=1000),
               help="Frames of the synthetic database.")
-@click.option("--recipe", default=_DEFAULTS.recipe, show_default=True, type=click.Choice(list(RECIPES)),
-              help="Training recipe (train --recipe); the toolkit's takes most of an hour or more.")
+@click.option("--recipe", default=_DEFAULTS.recipe, show_default=True, type=click.Choice(RECIPE_NAMES),
+              help="Every network's recipe, as retrain --recipe; the toolkit's takes hours.")
 @click.option("--iterations", type=click.IntRange(min=1), default=_DEFAULTS.iterations,
-              help="Training iterations [default: the recipe's: fast 15,625, toolkit 500,000].")
-@click.option("--batch-size", type=click.IntRange(min=1), help="Queries per iteration [default: the recipe's].")
-@click.option("--threads", type=click.IntRange(min=1),
-              help="CPU threads for search and training [default: as build-cache's and train's].")
+              help="Training iterations of every network [default: each recipe's]; the projector's neighbour "
+                   "cache holds one query per training sample.")
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads [default: each stage's own choice].")
 @click.option("--force", is_flag=True,
-              help="Replace the files of another demo found in --out, and others of the names it writes.")
+              help="Replace another demo's database.bin found in --out, and files of the names it writes that it "
+                   "did not write.")
 @reports_errors
-def demo(out, frames, recipe, iterations, batch_size, threads, force):
-    """Generate a synthetic database, build its exact-neighbour cache, train offline, export, evaluate.
+def demo(out, frames, recipe, iterations, threads, force):
+    """Generate a synthetic database.bin, run retrain on it (features, decompressor and latent.bin, neighbour
+    cache, projector, stepper, verify), export the projector to ONNX and evaluate it on held-out queries.
 
-    Run again into the same folder, it reuses what fits (the files, the cache's rows, the checkpoint).
+    Run again into the same folder, the stages that are up to date do nothing (retrain.json).
 
     Example: mm-projector demo --out demo
     """
-    settings = DemoSettings(frames=frames, recipe=recipe, iterations=iterations, batch_size=batch_size,
-                            threads=threads)
-    cache_bar, train_bar = ProgressBar(unit="queries", label="build-cache"), ProgressBar(unit="it", label="train")
-
-    def announce(step):
-        click.echo(f"== {step}")
-
-    def report(step, paths, seconds):
-        cache_bar.close()
-        train_bar.close()
-        _print_paths(paths)
-        click.echo(f"   took {describe_duration(seconds)}")
-
+    settings = DemoSettings(frames=frames, recipe=recipe, iterations=iterations, threads=threads)
     busy = busy_note()  # measured before the demo loads the cores itself
     if busy:
         click.echo(busy)
-    try:
-        result = run_demo(out, settings, force=force, announce=announce, report=report,
-                          cache_progress=cache_bar, train_progress=training_progress(train_bar))
-    except KeyboardInterrupt:  # every file is written atomically, at any moment of any step
-        cache_bar.close()
-        train_bar.close()
-        click.echo(f"interrupted; the files in {out} are complete: run the same command again to continue", err=True)
-        sys.exit(INTERRUPTED_EXIT)
+    with log_levels({"motion_matching": logging.INFO}):
+        result = _run(out, settings, force=force)
     _print_result(result, settings, busy)
 
 
+def _run(out, settings, *, force):
+    """``run_demo`` with its step lines and the pipeline's stage lines and bars; Ctrl-C: one line, exit 130."""
+    shown = StageDisplay(settings.retrain_settings(), quiet=False)
+
+    def announce(step):
+        shown.close()
+        click.echo(f"== {step}")
+
+    def report(step, paths, seconds):
+        _print_paths(paths)
+        click.echo(f"   took {describe_duration(seconds)}")
+
+    stages = {"announce": shown.announce, "done": shown.done, "cache_progress": shown.cache_progress,
+              "train_progress": shown.train_progress}
+    try:
+        return run_demo(out, settings, force=force, announce=announce, report=report, stages=stages)
+    except KeyboardInterrupt:  # every file is written atomically; the pipeline's finished stages are recorded
+        shown.close()
+        click.echo(f"interrupted; the files in {out} are complete: run the same command again to continue", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+
+
 def _print_result(result, settings, busy):
+    for line in summary_lines(result.stages):
+        click.echo(line)
     evaluation = result.evaluation
     losses = ", ".join(f"{name} {value:.4f}" for name, value in evaluation["losses"].items())
     click.echo(f"held-out: {losses}; top-1 match {evaluation['match']['top1']:.1%}, "

@@ -34,7 +34,7 @@ def _network_options(command):
     return command
 
 
-class _Stages:
+class StageDisplay:
     """What the command shows while stages run: each stage's line, its progress bars (build-cache's and the
     training's, made anew for each stage) and a skipped stage's reason."""
 
@@ -124,7 +124,7 @@ def _settings(**values):
 
 def _run(out_dir, *, settings, quiet, **options):
     """``run_retrain`` with the stage lines and bars; Ctrl-C: one line, exit 130."""
-    shown = _Stages(settings, quiet=quiet)
+    shown = StageDisplay(settings, quiet=quiet)
     try:
         return run_retrain(out_dir, settings=settings, announce=shown.announce, done=shown.done,
                            cache_progress=shown.cache_progress, train_progress=shown.train_progress, **options)

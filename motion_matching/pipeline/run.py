@@ -13,6 +13,7 @@ import time
 import typing
 
 from motion_matching.atomic import check_folder_name, output_folder
+from motion_matching.cache.targets import check_out as check_cache_out
 from motion_matching.fingerprint import file_sha256
 from motion_matching.pipeline import stages as work
 from motion_matching.pipeline.files import WORK_FOLDER, refuse_foreign_files, refuse_writing_database, work_path
@@ -132,9 +133,11 @@ def run_stage(stage, records, *, out_dir, hashes, announce):
 
 def _check_before_running(context, records, candidate, *, force):
     """Every refusal, before any stage runs: database.bin never written, files retrain did not write (unless
-    ``force``), network .bin files of another shape than the new ones."""
+    ``force``), a file in the cache's place that cannot be a cache (even with ``force``), network .bin files
+    of another shape than the new ones."""
     refuse_writing_database(context.out_dir, context.database_path)
     refuse_foreign_files(context.out_dir, records, features_candidate=candidate, force=force)
+    check_cache_out(context.cache_path, features_path=context.path("features.bin"))
     database = formats.load_database(context.database_path)
     nfeatures = formats.load_features(candidate).features.shape[1]
     shapes = expected_shapes({"projector": context.settings.config("projector")}, nfeatures=nfeatures,
@@ -145,9 +148,10 @@ def _check_before_running(context, records, candidate, *, force):
 
 def run_retrain(out_dir=".", *, database_path="database.bin", settings=None, force=False,
                 announce=lambda name, reason: None, done=lambda result: None, cache_progress=None,
-                train_progress=None, on_step=None):
+                train_progress=None, on_step=None, before_stages=lambda: None):
     """Run the stages into ``out_dir`` from ``database_path``; returns the ``StageResult`` of each (list).
 
+    ``before_stages()`` once every refusal is made and ``out_dir`` exists, before the first stage;
     ``announce(stage name, why it runs or None when up to date)`` before each stage, ``done(StageResult)``
     after it. ``force`` replaces files in ``out_dir`` that retrain did not write (never database.bin, never a
     network of another shape). Ctrl-C raises ``KeyboardInterrupt``; the finished stages are recorded.
@@ -163,6 +167,7 @@ def run_retrain(out_dir=".", *, database_path="database.bin", settings=None, for
         _check_before_running(context, records, candidate, force=force)
         results, hashes = [], _Hashes()
         with output_folder(out_dir):
+            before_stages()
             for stage in plan(context, candidate):
                 results.append(run_stage(stage, records, out_dir=out_dir, hashes=hashes, announce=announce))
                 done(results[-1])
