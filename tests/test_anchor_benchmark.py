@@ -1,0 +1,105 @@
+"""benchmarks/anchor.py on a tiny database: a decompressor anchor stopped by SIGTERM, kept with ``save``, its work
+folder lost and continued from the state alone ends with the unbroken run's bytes; ``report`` gives the rows."""
+import json
+import math
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch", reason="the anchor trains the decompressor with torch")
+
+from click.testing import CliRunner  # noqa: E402
+
+from motion_matching.training.checkpoint import load_checkpoint  # noqa: E402
+
+BENCHMARKS = pathlib.Path(__file__).parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import anchor  # noqa: E402
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGTERM stops the run: POSIX only")
+
+ANCHOR = str(BENCHMARKS / "anchor.py")
+ITERATIONS = 50
+SMALL = ["--frames", "1200", "--iterations", str(ITERATIONS)]
+ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}  # every run on one thread, whatever else the machine runs
+OUTPUTS = ("decompressor.bin", "latent.bin")
+TIMEOUT = 300
+
+
+def train_command(work, state):
+    """``anchor.py train``, run in a process of its own: it sets the SIGINT and SIGTERM handlers."""
+    return [sys.executable, ANCHOR, "train", "decompressor", "--work", str(work), "--state", str(state), *SMALL]
+
+
+def train(work, state):
+    """The finished ``train`` run (a ``CompletedProcess`` with text output)."""
+    return subprocess.run(train_command(work, state), capture_output=True, text=True, env=ENVIRONMENT,
+                          timeout=TIMEOUT)
+
+
+def wait_for_first_snapshot(state, child):
+    """Return once ``state``'s anchor_log.json records a snapshot; fail if ``child`` ends first or time runs out."""
+    log, deadline = state / "anchor_log.json", time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if log.exists() and json.loads(log.read_text())["snapshots"]:  # written atomically: never half a file
+            return
+        assert child.poll() is None, f"the run ended (status {child.returncode}) before its first snapshot"
+        time.sleep(0.01)
+    pytest.fail(f"no snapshot in {log} after {TIMEOUT} s")
+
+
+def stop_with_sigterm(work, state, errors_path):
+    """Run ``train`` and send it SIGTERM once it has a snapshot; returns its exit status."""
+    with open(errors_path, "w") as errors:
+        child = subprocess.Popen(train_command(work, state), stdout=subprocess.DEVNULL, stderr=errors,
+                                 env=ENVIRONMENT)
+        try:
+            wait_for_first_snapshot(state, child)
+            child.send_signal(signal.SIGTERM)
+            return child.wait(timeout=TIMEOUT)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def test_a_run_stopped_kept_and_continued_in_a_new_work_folder_ends_with_the_unbroken_runs_files(tmp_path):
+    unbroken = train(tmp_path / "unbroken", tmp_path / "unbroken-state")
+    assert unbroken.returncode == 0, unbroken.stderr
+
+    work, state = tmp_path / "work", tmp_path / "state"
+    assert stop_with_sigterm(work, state, tmp_path / "stopped.err") == 130, (tmp_path / "stopped.err").read_text()
+    assert "interrupted: run the same command to continue" in (tmp_path / "stopped.err").read_text()
+    step = load_checkpoint(work / "run" / "decompressor_checkpoint.pt")["step"]
+    assert 1 <= step < ITERATIONS
+    assert str(step) in json.loads((state / "anchor_log.json").read_text())["seconds_at"]  # counted on from there
+
+    saved = CliRunner().invoke(anchor.main, ["save", "decompressor", "--work", str(work), "--state", str(state)])
+    assert saved.exit_code == 0, saved.output
+    assert f"kept {work / 'run' / 'decompressor_checkpoint.pt'} as {state / 'checkpoint.pt'}" in saved.output
+    shutil.rmtree(work)
+
+    continued = train(tmp_path / "elsewhere", state)
+    assert continued.returncode == 0, continued.stderr
+    assert f"continuing from the kept checkpoint {state / 'checkpoint.pt'}" in continued.stderr
+    assert f"finished: {ITERATIONS:,} iterations" in continued.stdout
+    for name in OUTPUTS:
+        assert (tmp_path / "elsewhere" / "run" / name).read_bytes() == (tmp_path / "unbroken" / "run" / name
+                                                                        ).read_bytes(), name
+
+    reported = CliRunner().invoke(anchor.main, ["report", "decompressor", "--state", str(state), "--json",
+                                                str(tmp_path / "report.json")])
+    assert reported.exit_code == 0, reported.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert (report["network"], report["frames"], report["finished"]) == ("decompressor", 1200, True)
+    (row,) = report["rows"]  # the one snapshot, after iteration 0, measured by save
+    assert row["iterations"] == 1
+    assert f"pos {row['position_error_cm']['mean']:.3f} cm" in saved.output
+    assert 0 < row["position_error_cm"]["mean"] <= row["position_error_cm"]["max"]
+    assert 0 <= row["contact_accuracy"] <= 1 and math.isfinite(row["loss"])
