@@ -4,13 +4,14 @@ iterations, batch 32) run to the end once with ``--exact-toolkit`` (byte-identic
 and machines, with its quality against training time.
 
 A session's machine keeps no file outside the repository, so an anchor's state lives in it (``--state``, default
-``benchmarks/anchors/<network>``): ``anchor_log.json`` (the training seconds at each checkpoint, each snapshot's
-seconds and measured quality, the inputs' SHA-256), the last ``checkpoint.pt`` with, in ``outputs/``, the
-runtime files the run had written by then (the script writes them only every 1,000 iterations, so a run continued
-in a new ``--work`` could not make them again) and, for the stepper, the ``latent.bin`` and ``decompressor.bin``
-it trains on. ``--work`` (any folder) holds the 50,000-frame synthetic database (made again where missing, and
-refused if its hashes differ from the state's), the run and the snapshots (the script's files, copied every
-``--snapshot-every`` iterations).
+``benchmarks/anchors/<network>``): ``anchor_log.json`` (the training seconds at each checkpoint and snapshot,
+the inputs' SHA-256), ``anchor_quality.json`` (each snapshot's measured quality, written by ``save``), the last
+``checkpoint.pt`` with, in ``outputs/``, the runtime files the run had written by then (the script writes them
+only every 1,000 iterations, so a run continued in a new ``--work`` could not make them again) and, for the
+stepper, the ``latent.bin`` and ``decompressor.bin`` it trains on. ``--work`` (any folder) holds the
+50,000-frame synthetic database (made again where missing, and refused if its hashes differ from the state's),
+the run and the snapshots (the script's files, copied every ``--snapshot-every`` iterations and after the
+script's last save).
 
     python benchmarks/anchor.py train decompressor --work /tmp/anchor     # Ctrl-C (kill -TERM) stops it
     python benchmarks/anchor.py save decompressor --work /tmp/anchor      # measure snapshots, keep the checkpoint
@@ -39,6 +40,7 @@ ANCHOR_ITERATIONS = 500_000
 LOG_NAME = "anchor_log.json"  # written by the training process only
 QUALITY_NAME = "anchor_quality.json"  # written by `save` only: a running anchor rewrites its log from memory
 STATE_CHECKPOINT = "checkpoint.pt"
+SAVE_EVERY = 1000  # both scripts write their runtime files after iteration 0 and every 1,000 after it
 STATE_OUTPUTS = "outputs"
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -162,9 +164,9 @@ def _state_inputs(network, state, given):
 class Recorder:
     """``on_step``: snapshots of the runtime files and the training seconds at each checkpoint."""
 
-    def __init__(self, network, state, run_dir, snapshots, log, *, snapshot_every, checkpoint_every):
+    def __init__(self, network, state, run_dir, snapshots, log, *, iterations, snapshot_every, checkpoint_every):
         self.network, self.state, self.run_dir, self.snapshots, self.log = network, state, run_dir, snapshots, log
-        self.snapshot_every, self.checkpoint_every = snapshot_every, checkpoint_every
+        self.iterations, self.snapshot_every, self.checkpoint_every = iterations, snapshot_every, checkpoint_every
         self.base = self.started = None
         self.last = None  # (step, seconds) of the last step: a Ctrl-C checkpoint is written after it
 
@@ -181,7 +183,8 @@ class Recorder:
             self.started = now
         seconds = self.base + now - self.started
         self.last = (step, seconds)
-        if (step - 1) % self.snapshot_every == 0:  # the script has just written its files (after iteration step-1)
+        last_save = (self.iterations - 1) // SAVE_EVERY * SAVE_EVERY
+        if (step - 1) % self.snapshot_every == 0 or step - 1 == last_save:  # the script has just written its files
             folder = os.path.join(self.snapshots, f"{step:07d}")
             os.makedirs(folder, exist_ok=True)
             for name in self.network.outputs:
@@ -230,7 +233,7 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even in a background job, which ignores it
     signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
-    if snapshot_every % 1000:
+    if snapshot_every % SAVE_EVERY:
         raise click.BadParameter("must be a multiple of the scripts' save interval, 1,000",
                                  param_hint="--snapshot-every")
     network, state = Network(network), _state_folder(network, state)
@@ -251,7 +254,7 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
                cpu_count=os.cpu_count())
     checkpoint_every = recipe_config("toolkit").checkpoint_every
     recorder = Recorder(network, state, run_dir, os.path.join(work, "snapshots"), log,
-                        snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
+                        iterations=iterations, snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
     bar = ProgressBar(unit="it", label="anchor ")
     try:
         network.train(paths, state, run_dir, iterations=iterations, on_step=recorder,
