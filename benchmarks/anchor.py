@@ -54,19 +54,23 @@ class Network:
         self.checkpoint_name = f"{name}_checkpoint.pt"
         self.state_inputs = () if name == "decompressor" else ("latent.bin", "decompressor.bin")
 
-    def train(self, paths, state, run_dir, *, iterations, on_step, progress):
+    def config(self, recipe, **overrides):
+        """The training config of ``recipe`` with ``overrides``."""
         if self.name == "decompressor":
             from motion_matching.decompressor.config import recipe_config
+        else:
+            from motion_matching.stepper.config import recipe_config
+        return recipe_config(recipe, **overrides)
+
+    def train(self, paths, state, run_dir, *, config, on_step, progress):
+        if self.name == "decompressor":
             from motion_matching.decompressor.train import train_decompressor
 
-            return train_decompressor(recipe_config("toolkit", exact_toolkit=True, iterations=iterations),
-                                      database_path=paths["database"], features_path=paths["features"],
+            return train_decompressor(config, database_path=paths["database"], features_path=paths["features"],
                                       out_dir=run_dir, on_step=on_step, progress=progress)
-        from motion_matching.stepper.config import recipe_config
         from motion_matching.stepper.train import train_stepper
 
-        return train_stepper(recipe_config("toolkit", exact_toolkit=True, iterations=iterations),
-                             database_path=paths["database"], features_path=paths["features"],
+        return train_stepper(config, database_path=paths["database"], features_path=paths["features"],
                              latent_path=os.path.join(state, "latent.bin"), out_dir=run_dir, on_step=on_step,
                              progress=progress)
 
@@ -108,7 +112,7 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-def _read_log(state, name=LOG_NAME):
+def read_log(state, name=LOG_NAME):
     path = os.path.join(state, name)
     if not os.path.exists(path):
         return {"seconds_at": {}, "snapshots": {}} if name == LOG_NAME else {}
@@ -129,7 +133,7 @@ def _copy_atomically(source, target):
     os.replace(target + ".tmp", target)
 
 
-def _inputs(work, log, frames):
+def checked_inputs(work, log, frames):
     """The synthetic database.bin and features.bin in ``work`` (made where missing), checked against the hashes
     the log recorded (recorded now if it has none); returns their paths."""
     from motion_matching.data import generate
@@ -205,7 +209,7 @@ def _network_argument(function):
     return click.argument("network", type=click.Choice(["decompressor", "stepper"]))(function)
 
 
-def _state_folder(network, state):
+def state_folder(network, state):
     return state or os.path.join(HERE, "anchors", network)
 
 
@@ -236,10 +240,10 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
     if snapshot_every % SAVE_EVERY:
         raise click.BadParameter("must be a multiple of the scripts' save interval, 1,000",
                                  param_hint="--snapshot-every")
-    network, state = Network(network), _state_folder(network, state)
+    network, state = Network(network), state_folder(network, state)
     os.makedirs(state, exist_ok=True)
-    log = _read_log(state)
-    paths = _inputs(work, log, frames)
+    log = read_log(state)
+    paths = checked_inputs(work, log, frames)
     _state_inputs(network, state, {"latent.bin": latent, "decompressor.bin": decompressor})
     run_dir = os.path.join(work, "run")
     os.makedirs(run_dir, exist_ok=True)
@@ -257,7 +261,8 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
                         iterations=iterations, snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
     bar = ProgressBar(unit="it", label="anchor ")
     try:
-        network.train(paths, state, run_dir, iterations=iterations, on_step=recorder,
+        network.train(paths, state, run_dir, config=network.config("toolkit", exact_toolkit=True,
+                                                                   iterations=iterations), on_step=recorder,
                       progress=lambda report: bar(report.step, report.iterations, training_note(report)))
     except TrainingInterrupted:
         recorder.interrupted()
@@ -276,9 +281,9 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
 @_state_option
 def save(network, work, state):
     """Measure the snapshots not yet measured and keep the run's checkpoint (and its runtime files) in the state."""
-    network, state = Network(network), _state_folder(network, state)
-    log, quality = _read_log(state), _read_log(state, QUALITY_NAME)
-    paths = _inputs(work, log, log.get("frames", 50_000))
+    network, state = Network(network), state_folder(network, state)
+    log, quality = read_log(state), read_log(state, QUALITY_NAME)
+    paths = checked_inputs(work, log, log.get("frames", 50_000))
     for step in sorted(log["snapshots"], key=int):
         folder = os.path.join(work, "snapshots", f"{int(step):07d}")
         if step in quality or not os.path.isdir(folder):
@@ -303,8 +308,8 @@ def save(network, work, state):
 @click.option("--png", "png_path", type=click.Path(dir_okay=False), default=None)
 def report(network, state, json_path, png_path):
     """Quality against training seconds of the measured snapshots, as JSON (and a PNG)."""
-    network, state = Network(network), _state_folder(network, state)
-    log, quality = _read_log(state), _read_log(state, QUALITY_NAME)
+    network, state = Network(network), state_folder(network, state)
+    log, quality = read_log(state), read_log(state, QUALITY_NAME)
     rows = [{"iterations": int(step), "seconds": entry["seconds"], **quality[step]}
             for step, entry in sorted(log["snapshots"].items(), key=lambda item: int(item[0])) if step in quality]
     for row in rows:
