@@ -18,5 +18,7 @@ class WindowBatches(WindowDraws):
     def next(self):
         """The next batch, gathered on the CPU (the draws are the CPU generator's) and moved to the device."""
         batch = self.indices()
-        gnd = {name: values[batch].to(self.device) for name, values in self.arrays.items()}
-        return gnd, self.X[batch].to(self.device)
+        rows = batch.reshape(-1)  # index_select of rows gathers the same values as values[batch], faster
+        gnd = {name: values.index_select(0, rows).unflatten(0, batch.shape).to(self.device)
+               for name, values in self.arrays.items()}
+        return gnd, self.X.index_select(0, rows).unflatten(0, batch.shape).to(self.device)

@@ -89,7 +89,8 @@ def decompressor_losses(module, gnd, X, parents, forward, *, Zgnd=None,
     ground-truth tensors) with features ``X`` (B, W, n); ``forward(fn, *inputs)`` calls a network (its
     arithmetic's precision). ``Zgnd`` (B, W, nlatent): the latent to decode (default: the compressor's of
     ``gnd``, as in training). ``kinematics``: the forward kinematics (the script's bone-by-bone order by
-    default; ``level_kinematics.level_forward_kinematics`` for the fast step). Also returns the latent ``Zgnd``."""
+    default; ``level_kinematics.level_forward_kinematics`` gives the same to float rounding; the fast step's
+    loss is ``fast_objective.fast_decompressor_losses``). Also returns the latent ``Zgnd``."""
     if Zgnd is None:
         Zgnd = forward(module.encode, compressor_input(gnd, list(X.shape[:2])))
     Ytil = forward(module.decode, X, Zgnd)

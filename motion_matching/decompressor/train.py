@@ -13,9 +13,8 @@ import torch
 from motion_matching.atomic import check_folder_name
 from motion_matching.decompressor.batches import WindowBatches
 from motion_matching.decompressor.config import DecompressorConfig
+from motion_matching.decompressor.fast_objective import fast_decompressor_losses
 from motion_matching.decompressor.inputs import load_inputs
-from motion_matching.decompressor.kinematics import matrix_forward_kinematics
-from motion_matching.decompressor.level_kinematics import level_forward_kinematics
 from motion_matching.decompressor.model import Autoencoder, decompressor_network
 from motion_matching.decompressor.objective import LossTerms, compressor_input, decompressor_losses
 from motion_matching.threads import Sample
@@ -60,15 +59,14 @@ class _Run(TrainingRun):
         self.start(module, self.update.optimizer)
         self.latent_path = os.path.join(out_dir, LATENT_NAME)
         self.forward = PrecisionForward(config.precision, self.device.type)
-        # the fast step computes all bones of a tree level at once; the toolkit step keeps the script's order
-        self.kinematics = level_forward_kinematics if config.step == "fast" else matrix_forward_kinematics
+        # the fast step's loss computes all bones of a tree level at once; the toolkit step keeps the script's order
+        self.objective = fast_decompressor_losses if config.step == "fast" else decompressor_losses
         self.whole_database = None  # the compressor's input for every frame, made at the first save
         self.plots, self.latent = plots, None
 
     def train_step(self, gnd, X):
         """One optimiser step on a batch of windows; returns its ``LossTerms`` (detached tensors)."""
-        terms, _ = decompressor_losses(self.module, gnd, X, self.inputs.parents, self.forward,
-                                       kinematics=self.kinematics)
+        terms, _ = self.objective(self.module, gnd, X, self.inputs.parents, self.forward)
         self.update(terms.loss)
         return LossTerms(*(term.detach() for term in terms))
 
