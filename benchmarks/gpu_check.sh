@@ -8,7 +8,8 @@
 # run stopped at the device's time limit still returns what it finished.
 #   bash benchmarks/gpu_check.sh
 # A CPU rehearsal of the same steps at small sizes (what CI-less checking can do here):
-#   DEVICE=cpu FRAMES=5000 QUERIES=65536 ITERATIONS=300 DECOMPRESSOR_ITERATIONS=50 bash benchmarks/gpu_check.sh
+#   DEVICE=cpu FRAMES=5000 QUERIES=65536 ITERATIONS=300 DECOMPRESSOR_ITERATIONS=50 STEPPER_ITERATIONS=50 \
+#       bash benchmarks/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 device=${DEVICE:-cuda}
@@ -63,3 +64,12 @@ seconds_of decompressor "$python" train_decompressor.py --database "$work/data/d
 seconds_of evaluate-decompressor "$python" -c 'from motion_matching.cli import main; main()' evaluate-decompressor \
     --decompressor "$work/decompressor/decompressor.bin" --latent "$work/decompressor/latent.bin" \
     --database "$work/data/database.bin" --features "$work/data/features.bin" --out "$out/decompressor" --no-plots
+# issue 23: the stepper's fast recipe on the device, on the latent the decompressor just wrote, then its rollout
+# evaluation with that decompressor decoding the stepped poses
+seconds_of stepper "$python" train_stepper.py --database "$work/data/database.bin" \
+    --features "$work/data/features.bin" --latent "$work/decompressor/latent.bin" --device "$device" \
+    --recipe fast --iterations "${STEPPER_ITERATIONS:-3000}" --out "$work/stepper" --quiet
+seconds_of evaluate-stepper "$python" -c 'from motion_matching.cli import main; main()' evaluate-stepper \
+    --stepper "$work/stepper/stepper.bin" --database "$work/data/database.bin" \
+    --features "$work/data/features.bin" --latent "$work/decompressor/latent.bin" \
+    --decompressor "$work/decompressor/decompressor.bin" --out "$out/stepper" --no-plots
