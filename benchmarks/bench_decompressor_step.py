@@ -7,7 +7,8 @@ AdamW) at the ``fast`` recipe's batch, on windows drawn from a synthetic databas
   toolkit step's arithmetic, here under the fast step's optimiser);
 - ``level``: the same objective with ``level_kinematics.level_forward_kinematics``;
 - ``before``: (with ``--before REV``) the same objective with ``level_kinematics.py`` as it was at git
-  revision REV, read with ``git show`` (the fast step's loss before ``fast_objective``);
+  revision REV, read with ``git show``, and its batches gathered array by array (``values[batch]``), as
+  ``WindowBatches`` gathered them before it kept one row per frame: the fast step before ``fast_objective``;
 - ``fast``: ``fast_objective.fast_decompressor_losses``, what the fast step computes now.
 
 In each repeat every entry runs ``--steps`` steps in turn, in one process, so a spell in which the busy
@@ -30,7 +31,7 @@ import click
 import torch
 
 from motion_matching.data import generate
-from motion_matching.decompressor.batches import WindowBatches
+from motion_matching.decompressor.batches import TRAINED_ON, WindowBatches
 from motion_matching.decompressor.config import recipe_config
 from motion_matching.decompressor.fast_objective import fast_decompressor_losses
 from motion_matching.decompressor.inputs import load_inputs
@@ -55,6 +56,18 @@ def kinematics_at(revision):
     return module.level_forward_kinematics
 
 
+class ArrayBatches(WindowBatches):
+    """``WindowBatches`` gathering each array of the same windows on its own, as it used to."""
+
+    def __init__(self, inputs, *, batch_size):
+        super().__init__(inputs, batch_size=batch_size)
+        self.arrays, self.X = {name: inputs.arrays[name] for name in TRAINED_ON}, inputs.X
+
+    def next(self):
+        batch = self.indices()
+        return {name: values[batch] for name, values in self.arrays.items()}, self.X[batch]
+
+
 def loss_functions(before):
     """Entry name -> ``losses(module, gnd, X, parents, forward)`` returning ``(LossTerms, Zgnd)``."""
     entries = {"script": lambda *args: decompressor_losses(*args, kinematics=matrix_forward_kinematics),
@@ -69,12 +82,12 @@ def loss_functions(before):
 class TimedStep:
     """One entry's model, optimiser and batches; ``run(steps)`` returns the seconds ``steps`` steps took."""
 
-    def __init__(self, losses, inputs, config):
+    def __init__(self, losses, inputs, config, *, batches=WindowBatches):
         self.losses, self.parents = losses, inputs.parents
         self.module = make_autoencoder(inputs, config)
         self.update = OptimiserStep(self.module, config)
         self.forward = PrecisionForward(config.precision, "cpu")
-        self.source = WindowBatches(inputs, batch_size=config.batch_size)
+        self.source = batches(inputs, batch_size=config.batch_size)
 
     def run(self, steps):
         started = time.perf_counter()
@@ -88,7 +101,8 @@ class TimedStep:
 def measure(inputs, *, precision, batch, repeats, steps, before):
     """One precision's rows: per entry the median ms per step and the paired ratios to ``fast``."""
     config = recipe_config("fast", batch_size=batch, precision=precision)
-    entries = {name: TimedStep(losses, inputs, config) for name, losses in loss_functions(before).items()}
+    entries = {name: TimedStep(losses, inputs, config, batches=ArrayBatches if name == "before" else WindowBatches)
+               for name, losses in loss_functions(before).items()}
     for entry in entries.values():
         entry.run(WARM_STEPS)
     times = {name: [] for name in entries}

@@ -1,4 +1,4 @@
-"""benchmarks/bench_decompressor_step.py: a tiny whole run, and the 'before' entry read from git."""
+"""benchmarks/bench_decompressor_step.py: a tiny whole run, and the 'before' entry (git, array-by-array batches)."""
 import json
 import pathlib
 import subprocess
@@ -13,7 +13,10 @@ from click.testing import CliRunner  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
 import bench_decompressor_step  # noqa: E402
 
+from motion_matching.data import generate  # noqa: E402
 from motion_matching.decompressor import kinematics as kin  # noqa: E402
+from motion_matching.decompressor.batches import WindowBatches  # noqa: E402
+from motion_matching.decompressor.inputs import load_inputs  # noqa: E402
 from motion_matching.toolkit.skeleton import BONE_PARENTS  # noqa: E402
 
 
@@ -43,3 +46,16 @@ def test_before_reads_the_level_kinematics_of_a_git_revision():
     for expected, actual in zip(kin.matrix_forward_kinematics(rotations, *vectors, BONE_PARENTS),
                                 level(rotations, *vectors, BONE_PARENTS)):
         torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_before_entrys_array_by_array_batches_are_the_packed_ones(tmp_path):
+    files = generate.generate_files(tmp_path, nframes=1200)
+    inputs = load_inputs(files["database"], files["features"])
+    batches = []
+    for kind in (bench_decompressor_step.ArrayBatches, WindowBatches):
+        torch.manual_seed(7)
+        batches.append(kind(inputs, batch_size=6).next())
+    (old, old_X), (new, new_X) = batches
+    assert set(old) == set(new) and torch.equal(old_X, new_X)
+    for name in old:
+        assert torch.equal(old[name], new[name]), name
