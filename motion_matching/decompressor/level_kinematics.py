@@ -16,9 +16,6 @@ import typing
 
 import torch
 
-STATE_COLUMNS = 6  # matrix columns 0-2, then position (3), velocity (4), angular velocity (5)
-_VECTORS = torch.tensor([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])  # the columns a parent's own values add to
-
 
 class LevelPlan(typing.NamedTuple):
     """The levels of a skeleton: ``sizes`` (bones per level after the root's), ``parents`` (per level, the
@@ -48,6 +45,13 @@ def level_plan(parents, device="cpu"):
                                                                         range(len(parents))], device=device))
 
 
+@functools.lru_cache(maxsize=8)
+def _vector_columns(device):
+    """(6, 1) float32 on ``device``: 1 for the state columns a parent's own values add to (made once, so a
+    GPU step copies nothing from the host)."""
+    return torch.tensor([0.0, 0.0, 0.0, 1.0, 1.0, 1.0], device=device)[:, None]
+
+
 def child_states(parent, local):
     """World states (n, 3, 6, N) of bones with local states ``local`` under parents' world states ``parent``
     (both (n, 3, 6, N))."""
@@ -55,7 +59,7 @@ def child_states(parent, local):
     turned = (matrix[:, :, :, None] * local[:, None]).sum(2)  # every local column in the parent's frame
     offset = turned.split([3, 1, 2], dim=2)[1]
     spin = torch.linalg.cross(spin_axis, offset, dim=1)  # the parent's turning moves the offset
-    return turned + parent * _VECTORS.to(parent.device)[:, None] + torch.nn.functional.pad(spin, (0, 0, 4, 1))
+    return turned + parent * _vector_columns(str(parent.device)) + torch.nn.functional.pad(spin, (0, 0, 4, 1))
 
 
 def level_states(root, inner, plan):
