@@ -4,7 +4,7 @@ as the toolkit's recipe run to the end, on every measure, in a tenth of its time
 ``run`` trains one recipe (``--recipe``, default ``fast``; ``--iterations`` and ``--threads`` on top) of the
 decompressor or the stepper on the anchor's own inputs (``anchor.py``: the 50,000-frame synthetic database,
 checked against the anchor's recorded hashes; for the stepper the anchor's latent.bin and decompressor.bin),
-copies the runtime files after ``--points`` of its saves, log-spaced, and its last, then measures each copy as
+copies the runtime files after ``--points`` of its saves, log-spaced, and those it ends with, then measures each copy as
 ``anchor.py save`` measures the anchor's snapshots. The training seconds start before the training call (reading
 the inputs counts) and leave the measuring out. ``compare`` sets a run's last row beside the anchor's last
 measured snapshot, measure by measure (lower is better; contact accuracy higher), with the time ratio against
@@ -76,6 +76,9 @@ def run(network, work, state, recipe, iterations, threads, points, json_path):
 
     network.train(paths, state, run_dir, config=config, on_step=on_step, progress=None)
     total = time.perf_counter() - started
+    steps.add(config.iterations)  # the files training writes at its end, after its last step
+    on_step(config.iterations, None)
+    seconds[config.iterations] = total
     rows = []
     for step in sorted(seconds):
         quality = network.measure(os.path.join(copies, f"{step:07d}"), paths, state)
