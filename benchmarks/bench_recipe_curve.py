@@ -157,7 +157,7 @@ def _plot(network, anchor_rows, curves, path):
             points = [(row["seconds"] / 60, dict((n, v) for n, v, _ in _measures(row))[name]) for row in rows
                       if row["seconds"] > 0]
             axis.plot(*zip(*points), marker="o", markersize=3, label=label)
-        axis.set(xscale="log", xlabel="training minutes", title=name)
+        axis.set(xscale="log", yscale="log", xlabel="training minutes", title=name)
     for axis in list(axes.flat)[len(names):]:
         axis.axis("off")
     axes.flat[0].legend(fontsize=7)
