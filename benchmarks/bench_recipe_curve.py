@@ -52,13 +52,15 @@ def main():
 @click.option("--iterations", type=click.IntRange(min=1), default=None)
 @click.option("--threads", type=click.IntRange(min=1), default=None)
 @click.option("--points", type=click.IntRange(min=1), default=6, show_default=True)
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="A config field on top of the recipe, e.g. --set batch_size=256 --set lr=0.006 (repeatable).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), required=True)
-def run(network, work, state, recipe, iterations, threads, points, json_path):
+def run(network, work, state, recipe, iterations, threads, points, settings, json_path):
     """Train the recipe once, measure it at log-spaced saves and at its end."""
     network, state = Network(network), state_folder(network, state)
     log = read_log(state)
-    config = network.config(recipe, **{name: value for name, value in (("iterations", iterations),
-                                                                         ("threads", threads)) if value})
+    overrides = {name: value for name, value in (("iterations", iterations), ("threads", threads)) if value}
+    config = network.config(recipe, **{**overrides, **_parsed_settings(network.config(recipe), settings)})
     run_dir, copies = os.path.join(work, "run"), os.path.join(work, "snapshots")
     if os.path.exists(run_dir):
         raise click.UsageError(f"{run_dir} exists: give a fresh --work (a curve is one unbroken run)")
@@ -87,10 +89,31 @@ def run(network, work, state, recipe, iterations, threads, points, json_path):
     with open(json_path, "w", encoding="utf-8") as stream:
         json.dump({"network": network.name, "recipe": recipe, "config": {key: getattr(config, key) for key in
                    ("iterations", "batch_size", "lr", "schedule", "warmup", "precision", "threads")},
+                   "settings": list(settings),
                    "training_seconds": total, "command": " ".join(sys.argv), "machine": platform.machine(),
                    "cpu_count": os.cpu_count(), "rows": rows}, stream, indent=2)
         stream.write("\n")
     click.echo(f"{config.iterations:,} iterations in {total:.1f} s (training, inputs read included)")
+
+
+def _parsed_settings(config, settings):
+    """``NAME=VALUE`` strings as field values, each of the type of the recipe's value (or int, float, str)."""
+    parsed = {}
+    for setting in settings:
+        name, equals, text = setting.partition("=")
+        if not equals or not hasattr(config, name):
+            raise click.BadParameter(f"{setting!r}: give NAME=VALUE with a config field's NAME", param_hint="--set")
+        current = getattr(config, name)
+        kinds = (type(current),) if current is not None else (int, float, str)
+        for kind in kinds:
+            try:
+                parsed[name] = (text.lower() in ("1", "true", "yes")) if kind is bool else kind(text)
+                break
+            except ValueError:
+                continue
+        else:
+            raise click.BadParameter(f"{setting!r}: {text!r} is not a {kinds[0].__name__}", param_hint="--set")
+    return parsed
 
 
 def _measures(row):

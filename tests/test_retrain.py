@@ -121,9 +121,10 @@ def test_replacing_a_work_folder_run_of_other_settings_says_so_without_naming_fo
     result = CliRunner().invoke(main, ["retrain", "--database", str(database), "--out", str(folder), *more, "--quiet"])
     assert result.exit_code == 0, result.output
     checkpoint = folder / "retrain" / "projector" / "projector_checkpoint.pt"
-    assert (f"{checkpoint}: replacing it (retrain's own work file): it was trained with other --iterations"
+    assert (f"{checkpoint}: replacing it (retrain's own work file): it was trained with other iterations"
             in caplog.messages)
     assert "--force" not in caplog.text
+    assert not any("replacing it" in line and "--" in line for line in caplog.messages)  # retrain's has no --lr
 
 
 def test_editing_the_database_reruns_every_stage(copied):

@@ -32,7 +32,8 @@ def continue_earlier_run(run, *, resume=None, force=False):
         restore_checkpoint(run, resume)
         return os.fspath(resume)
     if force and os.path.exists(run.checkpoint_path):
-        problem = checkpoint_problem(run.checkpoint_path, run.config, run.inputs.hashes)
+        # retrain (force a str) has no --lr or --batch-size of its own: its line names the settings
+        problem = checkpoint_problem(run.checkpoint_path, run.config, run.inputs.hashes, as_options=force is True)
         if problem is not None:
             LOG.warning("%s: replacing it (%s): %s", run.checkpoint_path, "--force" if force is True else force,
                         problem)
@@ -63,9 +64,10 @@ def _not_continued(path, error):
     return InvalidFile(path, f"{error.problem}; {KEEP}")
 
 
-def checkpoint_problem(path, config, hashes):
+def checkpoint_problem(path, config, hashes, *, as_options=True):
     """Why the checkpoint at ``path`` cannot be continued by a run of ``config`` on inputs of SHA-256
-    ``hashes`` ({name: sha256}): a str, or None when it can (or is absent)."""
+    ``hashes`` ({name: sha256}): a str, or None when it can (or is absent). The settings that differ are
+    named as training options (``--batch-size``), or as settings (``batch size``) when not ``as_options``."""
     if not os.path.exists(path):
         return None
     try:
@@ -77,7 +79,8 @@ def checkpoint_problem(path, config, hashes):
     except (KeyError, TypeError, ValueError) as error:
         return f"is a damaged checkpoint (it lacks or garbles {error})"
     if differences:
-        return "it was trained with other " + ", ".join("--" + name.replace("_", "-") for name in differences)
+        names = ("--" + name.replace("_", "-") if as_options else name.replace("_", " ") for name in differences)
+        return "it was trained with other " + ", ".join(names)
     if changed:
         return f"it was trained on another {' and '.join(name + '.bin' for name in changed)}"
     if step > config.iterations:
