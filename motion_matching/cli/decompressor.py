@@ -22,8 +22,9 @@ PATH_OPTIONS = [
                  help="Replace the decompressor.bin, latent.bin and checkpoint of another run (or the toolkit's "
                       "own) found in --out; this run's own checkpoint is continued."),
     click.option("--plots", is_flag=True,
-                 help="Write decompressor_X.png and decompressor_Z.png (the features and latent of clip 2) at "
-                      "each save."),
+                 help="Write decompressor_X.png and decompressor_Z.png (the features and latent of clip 2) and "
+                      "decompressor_Ygnd.bvh and decompressor_Ytil.bvh (clip 2 and its reconstruction, recorded "
+                      "in decompressor_previews.json) at each save."),
     click.option("--tensorboard", type=OUTPUT_FOLDER, default=None,
                  help="Write TensorBoard loss curves into this folder."),
     click.option("--quiet", is_flag=True, help="No progress line, only errors and the final lines."),

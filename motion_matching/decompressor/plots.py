@@ -30,12 +30,12 @@ def plot_errors(errors, path):
 PREVIEW_FRAMES = 500  # the toolkit plots the first 500 frames of range 2
 
 
-def preview_frames(ranges):
-    """The frames (slice) the previews show: the first ``PREVIEW_FRAMES`` of clip 2 as the toolkit's, or of the
-    last clip when there are fewer than three."""
+def preview_frames(ranges, *, count=PREVIEW_FRAMES):
+    """The frames (slice) the previews show: the first ``count`` of clip 2 as the toolkit's, or of the last clip
+    when there are fewer than three."""
     starts, stops = ranges
     clip = min(2, len(starts) - 1)
-    return slice(int(starts[clip]), min(int(starts[clip]) + PREVIEW_FRAMES, int(stops[clip])))
+    return slice(int(starts[clip]), min(int(starts[clip]) + count, int(stops[clip])))
 
 
 def plot_columns(values, path, *, title, writer):

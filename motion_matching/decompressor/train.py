@@ -17,6 +17,7 @@ from motion_matching.decompressor.fast_objective import fast_decompressor_losses
 from motion_matching.decompressor.inputs import load_inputs
 from motion_matching.decompressor.model import Autoencoder, decompressor_network
 from motion_matching.decompressor.objective import LossTerms, compressor_input, decompressor_losses
+from motion_matching.decompressor.previews import preview_paths, write_bvh_previews, written_by_training
 from motion_matching.threads import Sample
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
@@ -91,23 +92,31 @@ class _Run(TrainingRun):
         formats.save_network(self.network_path, decompressor_network(self.module))
 
     def refuse_previews(self, *, force):
-        """With plots, refuse a decompressor_X.png or decompressor_Z.png in the folder that training did not write."""
+        """With plots, refuse the previews' files (decompressor_X.png, decompressor_Z.png, the two BVHs and their
+        record) in the folder that training did not write."""
         if self.plots:
-            refuse_existing([os.path.join(self.out_dir, name) for name in PREVIEW_NAMES], force=force,
-                            ours=lambda path: png_writer(path) == writer_tag("train-decompressor"),
-                            why=" (not written by train-decompressor)")
+            paths = [os.path.join(self.out_dir, name) for name in PREVIEW_NAMES] + preview_paths(self.out_dir)
+            refuse_existing(paths, force=force, ours=_written_by_training, why=" (not written by train-decompressor)")
 
     def write_previews(self, i):
-        """With plots, write decompressor_X.png and decompressor_Z.png: the features and the latent just written
-        of the first frames of clip 2, as the toolkit's previews show them."""
+        """With plots, write decompressor_X.png and decompressor_Z.png, the features and the latent just written
+        of the first frames of clip 2, as the toolkit's previews show them, and the clip and its reconstruction
+        as decompressor_Ygnd.bvh and decompressor_Ytil.bvh (``previews``)."""
         if not self.plots:
             return
+        write_bvh_previews(self.module, self.inputs, self.latent, self.out_dir, iteration=i)
         from motion_matching.decompressor.plots import plot_columns, preview_frames  # matplotlib only when asked
         frames = preview_frames(self.inputs.ranges)
         for name, values, what in ((PREVIEW_NAMES[0], self.inputs.X.numpy(), "features"),
                                    (PREVIEW_NAMES[1], self.latent, "latent")):
             plot_columns(values[frames], os.path.join(self.out_dir, name), writer=writer_tag("train-decompressor"),
                          title=f"{what} of frames {frames.start}-{frames.stop - 1} after iteration {i:,}")
+
+
+def _written_by_training(path):
+    if path.endswith(".png"):
+        return png_writer(path) == writer_tag("train-decompressor")
+    return written_by_training(path)
 
 
 def train_decompressor(config=DecompressorConfig(), *, database_path, features_path, out_dir=".", progress=None,
@@ -118,7 +127,8 @@ def train_decompressor(config=DecompressorConfig(), *, database_path, features_p
     ``resume``, ``force``, ``progress`` and ``on_step`` work as ``projector.train.train_projector``'s: the
     checkpoint in ``out_dir`` is continued; files of another run there (decompressor.bin, latent.bin) are
     refused unless ``force``; a finished run, rerun, trains nothing and rewrites nothing. ``plots`` writes
-    decompressor_X.png and decompressor_Z.png (features and latent of clip 2) with every save.
+    decompressor_X.png and decompressor_Z.png (features and latent of clip 2) with every save, and the clip and
+    its reconstruction as decompressor_Ygnd.bvh and decompressor_Ytil.bvh (``previews``).
     """
     check_folder_name(out_dir)
     sample = Sample()  # other processes' load, measured while the run sets up

@@ -134,6 +134,16 @@ def to_xform(q):
     ], axis=-2)
 
 
+def to_euler_zyx(rotations):
+    """Euler angles (..., 3) radians (z, y, x) with R = Rz Ry Rx, the BVH Zrotation Yrotation Xrotation order
+    (``from_euler``'s inverse for ``order="zyx"``)."""
+    matrix = to_xform(rotations)
+    z = np.arctan2(matrix[..., 1, 0], matrix[..., 0, 0])
+    y = np.arcsin(np.clip(-matrix[..., 2, 0], -1.0, 1.0))
+    x = np.arctan2(matrix[..., 2, 1], matrix[..., 2, 2])
+    return np.stack([z, y, x], axis=-1)
+
+
 def forward_kinematics(local_positions, local_rotations, parents):
     """World (global) positions (..., B, 3) and rotations (..., B, 4) from local bone states.
 

@@ -89,7 +89,7 @@ def range_to_bvh(database, index, *, source="<database>"):
     hips_position = quat.mul_vec(rotations[:, 0], positions[:, hips]) + positions[:, 0]
     joint_rotations = np.concatenate([hips_rotation[:, None], rotations[:, hips + 1:]], axis=1)
     hips_position, joint_rotations = to_source_rate(hips_position, joint_rotations)
-    euler = np.degrees(to_euler_zyx(joint_rotations))
+    euler = np.degrees(quat.to_euler_zyx(joint_rotations))
     motion = np.concatenate([hips_position / CENTIMETRES, euler.reshape(len(euler), -1)], axis=1)
     offsets = positions[:, hips:].mean(axis=0) / CENTIMETRES
     offsets[0] = 0.0
@@ -107,12 +107,3 @@ def to_source_rate(positions, rotations):
     """
     nsource = source_length(len(positions))
     return spline_resample(positions, unroll(rotations), np.linspace(0.0, resampled_length(nsource) - 1.0, nsource))
-
-
-def to_euler_zyx(rotations):
-    """Euler angles (..., 3) radians (z, y, x) with R = Rz Ry Rx, the BVH Zrotation Yrotation Xrotation order."""
-    matrix = quat.to_xform(rotations)
-    z = np.arctan2(matrix[..., 1, 0], matrix[..., 0, 0])
-    y = np.arcsin(np.clip(-matrix[..., 2, 0], -1.0, 1.0))
-    x = np.arctan2(matrix[..., 2, 1], matrix[..., 2, 2])
-    return np.stack([z, y, x], axis=-1)
