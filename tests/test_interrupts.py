@@ -11,6 +11,7 @@ either finished (status 0) or stopped with one line (status 130). In-process tes
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -239,11 +240,16 @@ def test_a_ctrl_c_that_lands_in_a_finaliser_reaches_the_main_thread_again_after_
 
     others = []
     landed = types.SimpleNamespace(exc_value=KeyboardInterrupt())
-    interrupts._interrupt_again(landed, default=others.append)  # returns: raising in the hook would be lost
-    with pytest.raises(KeyboardInterrupt):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the re-delivered interrupt is raised at a check of pending signals
-            threading.Event().wait(0.05)
+    # a suite started in the background (nohup, `cmd &`) inherits an ignored SIGINT; a terminal's Ctrl-C has Python's
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupts._interrupt_again(landed, default=others.append)  # returns: raising in the hook would be lost
+        with pytest.raises(KeyboardInterrupt):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the re-delivered interrupt is raised at a check of pending signals
+                threading.Event().wait(0.05)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     other = types.SimpleNamespace(exc_value=ValueError("x"))
     interrupts._interrupt_again(other, default=others.append)
     assert others == [other]
@@ -264,9 +270,15 @@ with interrupts_exit():
 """
 
 
+def _sigint_as_at_a_terminal():
+    """In the child before it starts: SIGINT's default action, so Python installs its handler even when the
+    suite itself runs in the background with SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_ctrl_c_in_a_finaliser_stops_the_command_with_the_one_line():
     child = subprocess.run([sys.executable, "-c", FINALISER_INTERRUPTED], capture_output=True, text=True,
-                           timeout=120, cwd=ROOT)
+                           timeout=120, cwd=ROOT, preexec_fn=_sigint_as_at_a_terminal)
     assert (child.returncode, child.stderr) == (INTERRUPTED_EXIT, INTERRUPTED_LINE + "\n")
 
 
