@@ -10,6 +10,20 @@ def available_cores():
     return threads.available_cores()
 
 
+def cpu_vendor(cpuinfo="/proc/cpuinfo"):
+    """The CPU's vendor string as the kernel reports it ("GenuineIntel", "AuthenticAMD", ...), or None where
+    ``cpuinfo`` cannot be read (not Linux)."""
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as lines:
+            for line in lines:
+                name, _, value = line.partition(":")
+                if name.strip() == "vendor_id":
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
 def load_average():
     """The 1-minute load average (float), or None where the system has none (Windows)."""
     try:

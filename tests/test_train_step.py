@@ -249,6 +249,23 @@ def test_native_bfloat16_reads_the_cpu_capability(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     assert step_module.native_bfloat16(torch.device("cpu")) is False
+    # AVX-512 BF16 without AMX: torch's bfloat16 products measured 2x float32's on AMD, 0.62x on Intel
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    monkeypatch.setattr(step_module.machine, "cpu_vendor", lambda: "GenuineIntel")
+    assert step_module.native_bfloat16(torch.device("cpu")) is False
+    monkeypatch.setattr(step_module.machine, "cpu_vendor", lambda: "AuthenticAMD")
+    assert step_module.native_bfloat16(torch.device("cpu")) is True
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    monkeypatch.setattr(step_module.machine, "cpu_vendor", lambda: "GenuineIntel")
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
     assert step_module.native_bfloat16(torch.device("cpu")) is True
     assert step_module.native_bfloat16(torch.device("meta")) is False
+
+
+def test_cpu_vendor_reads_the_kernels_cpu_list(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
+    assert step_module.machine.cpu_vendor(str(cpuinfo)) == "AuthenticAMD"
+    cpuinfo.write_text("processor\t: 0\n")
+    assert step_module.machine.cpu_vendor(str(cpuinfo)) is None
+    assert step_module.machine.cpu_vendor(str(tmp_path / "missing")) is None

@@ -15,11 +15,13 @@
 
 ``config.precision`` ``"bfloat16"`` (a recipe setting, not a step kind: it changes the numbers) runs the
 network's forward and backward under ``torch.autocast`` (``PrecisionForward``): the matrix products in
-bfloat16, which CPUs with AVX-512 BF16 or AMX and every recent GPU compute about twice as fast, while
-the weights, the losses (on the output cast back to float32) and AdamW stay float32. ``"auto"`` is
-resolved once per run (``with_resolved_precision``): bfloat16 where the device has bfloat16 arithmetic
-(a CUDA GPU of compute capability 8 or more, a CPU with AVX-512 BF16 or AMX), else float32, where
-emulated bfloat16 would be slower than float32.
+bfloat16, which CPUs with AMX and every recent GPU compute about twice as fast, while the weights, the
+losses (on the output cast back to float32) and AdamW stay float32. ``"auto"`` is resolved once per run
+(``with_resolved_precision``): bfloat16 where the device multiplies bfloat16 matrices faster than float32
+ones (a CUDA GPU of compute capability 8 or more; a CPU with AMX tiles, or an AMD one with AVX-512 BF16),
+else float32. AVX-512 BF16 alone is not enough: on an Intel CPU that has it without AMX, torch's
+bfloat16 products ran at 0.62x float32's, where an AMD EPYC's ran at about 2x
+(``benchmarks/bench_bfloat16.py``).
 """
 
 import dataclasses
@@ -27,6 +29,7 @@ import dataclasses
 import torch
 from torch.optim.adamw import adamw as fused_adamw_update
 
+from motion_matching import machine
 from motion_matching.threads import Sample, ThreadChoice, available_cores, logged
 from motion_matching.toolkit import recipe
 
@@ -51,13 +54,21 @@ def run_threads(config, *, sample=None, recorded=None):
 
 
 def native_bfloat16(device):
-    """Whether ``device`` (a ``torch.device``) multiplies bfloat16 matrices in hardware."""
+    """Whether ``device`` (a ``torch.device``) multiplies bfloat16 matrices faster than float32 ones: a CUDA
+    GPU of compute capability 8 or more; a CPU with AMX tiles, or an AMD CPU with AVX-512 BF16 (measured
+    about 2x; an Intel one with AVX-512 BF16 and no AMX measured 0.62x)."""
     if device.type == "cuda":
         return torch.cuda.get_device_capability(device)[0] >= 8
     if device.type == "cpu":
-        return any(getattr(torch.cpu, name, lambda: False)() for name in ("_is_avx512_bf16_supported",
-                                                                          "_is_amx_tile_supported"))
+        if _cpu_flag("_is_amx_tile_supported"):
+            return True
+        return _cpu_flag("_is_avx512_bf16_supported") and machine.cpu_vendor() == "AuthenticAMD"
     return False
+
+
+def _cpu_flag(name):
+    """``torch.cpu.<name>()`` (a capability probe), False where this torch has none."""
+    return bool(getattr(torch.cpu, name, lambda: False)())
 
 
 def with_resolved_precision(config, device=None):
