@@ -123,8 +123,8 @@ def bar_verdict(fast, toolkit):
     """The measures (names) on which ``fast`` is worse than ``toolkit``; lower is better except contacts."""
     behind = [f"{group} {stat}" for group in ("position_error_cm", "rotation_error_deg")
               for stat in ("mean", "p95", "max") if fast[group][stat] > toolkit[group][stat]]
-    behind += ["contacts"] * (fast["contact_accuracy"] < toolkit["contact_accuracy"])
-    return behind + ["loss"] * (fast["loss"] > toolkit["loss"])
+    behind += ["contacts"] * bool(fast["contact_accuracy"] < toolkit["contact_accuracy"])
+    return behind + ["loss"] * bool(fast["loss"] > toolkit["loss"])
 
 
 if __name__ == "__main__":

@@ -10,8 +10,17 @@ evaluation also decodes the stepped frames (joint position error, cm). Prints a 
 toolkit's whole recipe (500,000 iterations) is the anchor this is a first step towards; it takes hours and
 is not run here.
 
+``--bar`` checks the issue's bar on a database small enough to afford it: the fast recipe runs its own
+iterations (``--fast-iterations`` to change them), and the toolkit recipe then gets ten times the fast run's
+training seconds (the toolkit step, one thread, its own schedule): fast must be at least as good on every
+measure. ``--data DIR`` trains on DIR's database.bin and features.bin (and its latent.bin, unless
+``--decompressor-seconds`` trains one there) instead of a synthetic database, e.g. the shared real motion
+capture (642 frames of LaFAN1, read from ``../shared``, never copied).
+
     python benchmarks/bench_stepper.py --frames 10000 --seconds 120 --decompressor-seconds 120 \
         --json benchmarks/results/stepper.json
+    python benchmarks/bench_stepper.py --data ../shared/fixtures/reference-features --decompressor-seconds 120 \
+        --bar --json benchmarks/results/stepper-bar-lafan.json
 """
 import dataclasses
 import json
@@ -58,10 +67,12 @@ def step_seconds(run, config, folder):
     return (times[PROBE_ITERATIONS] - times[10]) / (PROBE_ITERATIONS - 10)
 
 
-def fitted_run(run, config, folder, *, seconds):
-    """Train ``config`` with the iterations that fit ``seconds``; returns ``(config, wall seconds)``."""
-    iterations = max(int(seconds / step_seconds(run, config, f"{folder}_probe")), PROBE_ITERATIONS)
-    config = dataclasses.replace(config, iterations=iterations)
+def fitted_run(run, config, folder, *, seconds=None):
+    """Train ``config`` with the iterations that fit ``seconds`` (None: its own); returns ``(config, wall
+    seconds)``."""
+    if seconds is not None:
+        iterations = max(int(seconds / step_seconds(run, config, f"{folder}_probe")), PROBE_ITERATIONS)
+        config = dataclasses.replace(config, iterations=iterations)
     started = time.perf_counter()
     run(config, folder)
     return config, time.perf_counter() - started
@@ -82,8 +93,8 @@ def parse_candidate(text):
 
 
 def measure(recipe, files, folder, *, seconds, decompressor=None, overrides=None):
-    """One recipe's row (with ``overrides`` of its settings): iterations fitted to ``seconds``, training time, the
-    evaluation's measures."""
+    """One recipe's row (with ``overrides`` of its settings): iterations fitted to ``seconds`` (None: the
+    settings' own), training time, the evaluation's measures."""
     label = recipe + (f" {','.join(f'{k}={v}' for k, v in overrides.items())}" if overrides else "")
     run_dir = f"{folder}/{recipe}{len(os.listdir(folder))}"
     config, wall = fitted_run(stepper_run(files), recipe_config(recipe, **(overrides or {})), run_dir,
@@ -101,10 +112,12 @@ def measure(recipe, files, folder, *, seconds, decompressor=None, overrides=None
     return row
 
 
-def prepare_files(folder, *, frames, decompressor_seconds):
-    """The synthetic files, and the decompressor.bin path (or None): with ``decompressor_seconds``, a fast
-    decompressor trained for that long, its latent.bin the one the steppers learn."""
-    files = generate.generate_files(folder, nframes=frames)
+def prepare_files(folder, *, frames, decompressor_seconds, data=None):
+    """The synthetic files (or ``data``'s), and the decompressor.bin path (or None): with
+    ``decompressor_seconds``, a fast decompressor trained for that long, its latent.bin the one the steppers
+    learn."""
+    files = ({name: os.path.join(data, f"{name}.bin") for name in ("database", "features", "latent")} if data
+             else generate.generate_files(folder, nframes=frames))
     if not decompressor_seconds:
         return files, None, None
     config, wall = fitted_run(decompressor_run(files), decompressor_recipe("fast"), f"{folder}/decompressor",
@@ -144,21 +157,55 @@ def print_table(rows):
 @click.option("--recipe", "recipes", multiple=True, default=("toolkit", "fast"), show_default=True)
 @click.option("--candidate", "candidates", multiple=True,
               help="Also the fast recipe with these settings, e.g. batch_size=128,lr=0.003 (repeatable).")
+@click.option("--data", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Train on this folder's database.bin, features.bin (and latent.bin) instead of synthetic ones.")
+@click.option("--bar", is_flag=True, help="Fast at its own iterations, then toolkit with ten times its seconds.")
+@click.option("--fast-iterations", type=click.IntRange(min=PROBE_ITERATIONS), default=None,
+              help="With --bar: the fast run's iterations [default: the recipe's].")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="With --bar: threads of the fast recipe [default: its own choice].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the rows here.")
-def main(frames, seconds, decompressor_seconds, recipes, candidates, json_path):
-    """Train each stepper recipe for the same short budget and compare their rollout quality."""
+def main(frames, seconds, decompressor_seconds, recipes, candidates, data, bar, fast_iterations, threads, json_path):
+    """Train each stepper recipe for the same short budget (or, with --bar, toolkit for ten times fast's) and
+    compare their rollout quality."""
     runs = [(recipe, None) for recipe in recipes] + [("fast", parse_candidate(text)) for text in candidates]
     with tempfile.TemporaryDirectory() as folder:
-        files, decompressor, trained = prepare_files(folder, frames=frames, decompressor_seconds=decompressor_seconds)
-        rows = [measure(recipe, files, folder, seconds=seconds, decompressor=decompressor, overrides=overrides)
-                for recipe, overrides in runs]
+        files, decompressor, trained = prepare_files(folder, frames=frames, decompressor_seconds=decompressor_seconds,
+                                                     data=data)
+        if bar:
+            fast_settings = {name: value for name, value in (("iterations", fast_iterations), ("threads", threads))
+                             if value is not None}
+            fast = measure("fast", files, folder, seconds=None, decompressor=decompressor, overrides=fast_settings)
+            # the toolkit step (the script's arithmetic, one thread) stands for the script's own time; it runs
+            # faster than the script, so the toolkit recipe gets more iterations than the script would
+            rows = [fast, measure("toolkit", files, folder, seconds=10 * fast["seconds"], decompressor=decompressor,
+                                  overrides={"step": "toolkit"})]
+        else:
+            rows = [measure(recipe, files, folder, seconds=seconds, decompressor=decompressor, overrides=overrides)
+                    for recipe, overrides in runs]
     print_table(rows)
+    behind = bar_verdict(*rows) if bar else None
+    if bar:
+        click.echo(f"fast at {rows[0]['seconds']:.0f} s against toolkit at {rows[1]['seconds']:.0f} s: "
+                   + ("at least as good on every measure" if not behind else "behind on " + ", ".join(behind)))
     if json_path:
         with open(json_path, "w") as stream:
-            json.dump({"frames": frames, "budget_seconds": seconds, "decompressor": trained,
-                       "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
-                       "rows": rows}, stream, indent=2)
+            json.dump({"data": data or f"synthetic {frames} frames", "budget_seconds": None if bar else seconds,
+                       "bar": bar, "behind_on": behind, "decompressor": trained, "torch": torch.__version__,
+                       "machine": platform.processor() or platform.machine(), "rows": rows}, stream, indent=2)
             stream.write("\n")
+
+
+def bar_verdict(fast, toolkit):
+    """The measures (names) on which ``fast`` is worse than ``toolkit`` (all lower-is-better)."""
+    behind = []
+    for name in ("feature_l1", "latent_l1"):
+        behind += [f"{name} mean"] * bool(fast[name]["mean"] > toolkit[name]["mean"])
+        behind += [f"{name} frame 19"] * bool(fast[name]["by_horizon"][-1] > toolkit[name]["by_horizon"][-1])
+    if "position_error_cm" in fast:
+        behind += [f"position {stat}" for stat in ("mean", "p95", "max")
+                   if fast["position_error_cm"][stat] > toolkit["position_error_cm"][stat]]
+    return behind + ["loss"] * bool(fast["loss"] > toolkit["loss"])
 
 
 if __name__ == "__main__":
