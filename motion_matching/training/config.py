@@ -64,7 +64,8 @@ class CommonConfig:
     warmup: int = field(0, "Iterations of linear learning-rate warm-up before the schedule")
     precision: str = field("float32", "Arithmetic of the forward and backward passes: float32, bfloat16 "
                            "(matrix products in bfloat16; weights, losses and AdamW stay float32), or auto "
-                           "(bfloat16 where the device multiplies it natively, else float32)", choices=PRECISIONS)
+                           "(bfloat16 where the device multiplies it faster than float32, else float32)",
+                           choices=PRECISIONS)
     recipe: str = field("toolkit", "Preset the other settings start from (toolkit: the toolkit's constants; "
                         "fast: see docs/training.md); options given explicitly override it")
 
