@@ -1,4 +1,5 @@
-"""What the machine offers this process right now: its cores, and whether other processes are using them."""
+"""What the machine offers this process right now: its cores, whether other processes are using them, and
+its CPU's vendor."""
 import os
 
 from motion_matching import threads
