@@ -123,13 +123,15 @@ def test_cli_refuses_an_unknown_recipe(tmp_path, small_files, monkeypatch):
 
 def test_a_recipe_shortened_into_its_warm_up_says_so_in_one_line():
     assert schedule_note(recipe_config("fast", iterations=200)) == (
-        "--iterations 200 stops inside the 300-iteration warm-up: the learning rate ends at 0.004, below its peak "
-        "--lr 0.006, and never decays (a smaller --warmup fits a short run)")
+        "200 iterations stop inside the 300-iteration warm-up: the learning rate ends at 0.004, below its peak "
+        "0.006, and never decays (more iterations, or a shorter warm-up, fit it)")
     for iterations in (300, 301):
         assert schedule_note(recipe_config("fast", iterations=iterations)) == (
-            f"--iterations {iterations} ends at the peak learning rate 0.006, right after the 300-iteration "
-            "warm-up: no cosine decay is left (a smaller --warmup fits a short run)")
+            f"{iterations} iterations end at the peak learning rate 0.006, right after the 300-iteration "
+            "warm-up: no cosine decay is left (more iterations, or a shorter warm-up, fit it)")
     assert schedule_note(recipe_config("fast", iterations=302)) is None  # its last iteration is decayed
+    # retrain says it too, and takes neither --iterations nor --warmup: the note names no option
+    assert "--" not in schedule_note(recipe_config("fast", iterations=200))
     assert schedule_note(recipe_config("fast")) is None and schedule_note(recipe_config("toolkit")) is None
 
 

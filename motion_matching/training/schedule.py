@@ -35,18 +35,18 @@ def learning_rate(config, step):
 
 def schedule_note(config):
     """A line (str) saying the run's warm-up does not fit its ``iterations``, or None when it does: a run
-    (a recipe shortened with ``--iterations``, say) that stops inside its warm-up never reaches ``lr``,
-    and one that stops right after it ends at its peak rate with nothing left of the decay."""
+    (a recipe shortened to fewer iterations, say) that stops inside its warm-up never reaches ``lr``,
+    and one that stops right after it ends at its peak rate with nothing left of the decay. It names no
+    option: train takes ``--iterations`` and ``--warmup``, retrain ``--NETWORK-iterations`` only."""
     if not config.warmup or config.iterations > config.warmup + 1:
         return None
     last = learning_rate(config, config.iterations - 1)
+    fit = "more iterations, or a shorter warm-up, fit it"
     if config.iterations < config.warmup:
-        return (f"--iterations {config.iterations:,} stops inside the {config.warmup:,}-iteration warm-up: the "
-                f"learning rate ends at {last:.3g}, below its peak --lr {config.lr:g}, and never decays (a "
-                "smaller --warmup fits a short run)")
-    return (f"--iterations {config.iterations:,} ends at the peak learning rate {last:.3g}, right after the "
-            f"{config.warmup:,}-iteration warm-up: no {config.schedule} decay is left (a smaller --warmup fits a "
-            "short run)")
+        return (f"{config.iterations:,} iterations stop inside the {config.warmup:,}-iteration warm-up: the "
+                f"learning rate ends at {last:.3g}, below its peak {config.lr:g}, and never decays ({fit})")
+    return (f"{config.iterations:,} iterations end at the peak learning rate {last:.3g}, right after the "
+            f"{config.warmup:,}-iteration warm-up: no {config.schedule} decay is left ({fit})")
 
 
 class LearningRateSchedule:
