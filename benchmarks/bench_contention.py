@@ -4,7 +4,8 @@ On the synthetic locomotion database (``generate_database.py --out``: 50,000 fra
 (training from a cache with the ``fast`` recipe, batch 1,024; with the ``toolkit`` recipe, batch 32;
 ``build-cache`` of ``--queries`` queries), each under the default thread policy, ``--threads 1`` and
 ``--threads N`` (N: the cores this process may use), with 0, 1 and N busy processes beside it (a pure
-Python loop each, started here and killed at the end of each load level, also on Ctrl-C). Every run is
+Python loop each, started here and killed at the end of each load level, also on Ctrl-C; ``--nice 19`` runs them
+as background jobs that yield their cores). Every run is
 a fresh subprocess (OpenMP reads its environment at start) timing a fixed iteration (query) count, its
 whole library call included (the policy's load sample too). Repeats interleave every configuration;
 medians are reported, with the default's rate over the better fixed count's (required: >= 0.95 idle,
@@ -13,7 +14,7 @@ medians are reported, with the default's rate over the better fixed count's (req
     python benchmarks/bench_contention.py [--fast-iterations 150] [--toolkit-iterations 600]
                                           [--queries 1000000] [--repeats 3] [--run-timeout 60]
                                           [--workloads fast,toolkit,build-cache] [--loads 0,1,N]
-                                          [--quick] [--json FILE]
+                                          [--nice 0] [--quick] [--json FILE]
 
 A column beside the table times ``--threads N`` idle with libgomp's own spin count (``GOMP_SPINCOUNT``
 300,000 instead of the package's 10,000): what the short spinning costs an idle machine.
@@ -85,13 +86,15 @@ def run_child(spec, *, timeout):
 
 
 class BusyProcesses:
-    """``count`` pure-Python busy loops, running inside the ``with`` block and killed when it ends."""
+    """``count`` pure-Python busy loops (of niceness ``nice``), running inside the ``with`` block and killed when
+    it ends."""
 
-    def __init__(self, count):
+    def __init__(self, count, nice=0):
         self.count, self.processes = count, []
+        self.prefix = ["nice", "-n", str(nice)] if nice else []  # nice execs the loop: its pid is the loop's
 
     def __enter__(self):
-        self.processes = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], env=ORIGINAL_ENV)
+        self.processes = [subprocess.Popen([*self.prefix, sys.executable, "-c", BUSY_LOOP], env=ORIGINAL_ENV)
                           for _ in range(self.count)]
         return self
 
@@ -132,14 +135,14 @@ def specs(workload, folder, paths, policies, *, iterations, queries):
             yield dict(spec, iterations=iterations[workload], latent=paths["latent"], cache=paths["cache"], out=out)
 
 
-def measure(folder, paths, *, workloads, loads, cores, repeats, iterations, queries, timeout, echo):
+def measure(folder, paths, *, workloads, loads, cores, repeats, iterations, queries, timeout, echo, nice=0):
     """({(workload, busy, key): [result dicts]} over ``repeats`` interleaved rounds, the busy loops' pids)."""
     policies = [("default", None, {})] + [(f"threads_{count}", count, {}) for count in sorted({1, cores})]
     spin = [(f"spin_{cores}", cores, {"GOMP_SPINCOUNT": LIBGOMP_SPIN})]  # idle only: what short spinning costs
     results, pids = {}, []
     for repeat in range(repeats):
         for busy in loads:
-            with BusyProcesses(busy) as loops:
+            with BusyProcesses(busy, nice) as loops:
                 pids += loops.pids
                 for workload in workloads:
                     chosen = policies + (spin if busy == 0 else [])
@@ -205,10 +208,12 @@ def table(rows, cores):
 @click.option("--loads", default=None, help="Busy process counts, comma-separated [default: 0,1,N].")
 @click.option("--run-timeout", default=60, show_default=True,
               help="Seconds after which a run is stopped and counted at its work over this time (a bound).")
+@click.option("--nice", default=0, show_default=True, type=click.IntRange(0, 19),
+              help="Niceness of the busy loops (19: background jobs, which yield their cores to the run).")
 @click.option("--quick", is_flag=True, help="A tiny run (for the tests): 3,000 frames, few iterations.")
 @click.option("--json", "json_path", default=None, help="Also write the results to this JSON file.")
 @click.option("--child", default=None, hidden=True)
-def main(frames, fast_iterations, toolkit_iterations, queries, repeats, workloads, loads, run_timeout, quick,
+def main(frames, fast_iterations, toolkit_iterations, queries, repeats, workloads, loads, run_timeout, nice, quick,
          json_path, child):
     """Print the contention table; see the module docstring."""
     if child is not None:
@@ -226,18 +231,19 @@ def main(frames, fast_iterations, toolkit_iterations, queries, repeats, workload
     loads = sorted({0, 1, cores}) if loads is None else [int(count) for count in loads.split(",")]
     iterations = {"fast": fast_iterations, "toolkit": toolkit_iterations}
     click.echo("command: " + " ".join([os.path.basename(sys.executable), *sys.argv]))
-    click.echo(f"{cores} cores available; busy processes: {', '.join(map(str, loads))}")
+    click.echo(f"{cores} cores available; busy processes: {', '.join(map(str, loads))}"
+               f"{f' at niceness {nice}' if nice else ''}")
     with tempfile.TemporaryDirectory() as folder:
         train_queries = max(fast_iterations * 1024, toolkit_iterations * 32)
         paths = prepare(folder, frames=frames, queries=train_queries, quick=quick)
         results, pids = measure(folder, paths, workloads=workloads, loads=loads, cores=cores, repeats=repeats,
-                          iterations=iterations, queries=queries, timeout=run_timeout, echo=click.echo)
+                          iterations=iterations, queries=queries, timeout=run_timeout, echo=click.echo, nice=nice)
     rows = summary(results, workloads=workloads, loads=loads, cores=cores)
     click.echo(table(rows, cores))
     if json_path:
         with open(json_path, "w") as stream:
             json.dump({"command": sys.argv, "cores": cores, "frames": frames, "iterations": iterations,
-                       "queries": queries, "repeats": repeats, "run_timeout": run_timeout, "rows": rows,
+                       "queries": queries, "repeats": repeats, "run_timeout": run_timeout, "nice": nice, "rows": rows,
                        "busy_pids": pids}, stream, indent=1)
 
 

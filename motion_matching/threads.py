@@ -4,9 +4,10 @@ Every core is fastest only on an idle machine: next to busy processes, OpenMP th
 barrier for a core taken elsewhere make a step many times slower than one thread. So the default is
 the cores this process may use (affinity and a cgroup CPU quota, not ``os.cpu_count()``) less those
 other processes kept busy over a short sample of ``/proc/stat`` (Linux; elsewhere nothing is
-subtracted), at least 1; the cells search's pool of Python threads, which has no barrier, keeps every
-core (``Sample.choice``'s ``free_only``). ``--threads`` and ``OMP_NUM_THREADS`` stay the user's word, and
-``prefer_short_spinning`` changes libgomp's waiting only where no ``OMP_*``/``GOMP_*`` variable says how.
+subtracted), at least 1; niced processes count only for a niced process (others yield to it); the
+cells search's pool of Python threads, which has no barrier, keeps every core (``Sample.choice``'s
+``free_only``). ``--threads`` and ``OMP_NUM_THREADS`` stay the user's word, and ``prefer_short_spinning``
+changes libgomp's waiting only where no ``OMP_*``/``GOMP_*`` variable says how.
 """
 import dataclasses
 import logging
@@ -21,7 +22,8 @@ SHORT_SPIN = {"GOMP_SPINCOUNT": "10000"}
 """libgomp spins 300,000 times (milliseconds) before sleeping by default; spinning only briefly keeps an
 idle machine's rate and stops idle threads from taking a core another process needs."""
 SAMPLE_SECONDS = 0.25  # /proc/stat counts in 10 ms ticks: 25 per core in a sample
-STAT_BUSY = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal; idle and iowait are not busy
+STAT_BUSY = (0, 2, 5, 6, 7)  # user system irq softirq steal; idle and iowait are not busy
+STAT_NICE = 1  # niced processes' time: busy only for a niced process (the scheduler gives others' cores to it)
 CGROUP_ROOT, PROC_CGROUP = "/sys/fs/cgroup", "/proc/self/cgroup"
 
 
@@ -114,8 +116,17 @@ class CpuTimes:
     wall: float
 
 
-def parse_proc_stat(text, cpus):
-    """Busy seconds (float) of the CPUs numbered ``cpus`` in ``/proc/stat`` text; None if one is missing."""
+def niceness():
+    """This process's niceness (int; 0 where it cannot be read)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    except (AttributeError, OSError):
+        return 0
+
+
+def parse_proc_stat(text, cpus, *, count_nice=True):
+    """Busy seconds (float) of the CPUs numbered ``cpus`` in ``/proc/stat`` text, niced processes' time
+    included when ``count_nice``; None if one is missing."""
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     lines = {fields[0]: fields[1:] for fields in (line.split() for line in text.splitlines()) if fields}
     busy = 0
@@ -123,14 +134,17 @@ def parse_proc_stat(text, cpus):
         values = lines.get(f"cpu{cpu}")
         if values is None or len(values) < 8:
             return None
-        busy += sum(int(values[index]) for index in STAT_BUSY)
+        busy += sum(int(values[index]) for index in STAT_BUSY) + (int(values[STAT_NICE]) if count_nice else 0)
     return busy / ticks
 
 
-def cpu_times(cpus, stat_path="/proc/stat"):
-    """A ``CpuTimes`` snapshot now (``busy`` None where ``stat_path`` cannot be read)."""
+def cpu_times(cpus, stat_path="/proc/stat", *, count_nice=None):
+    """A ``CpuTimes`` snapshot now (``busy`` None where ``stat_path`` cannot be read). Niced processes' time
+    counts as busy only when this process is niced too (``count_nice`` None): beside a process of positive
+    niceness the scheduler gives a normal one nearly the whole core (weights 15 against 1,024 at nice 19)."""
+    count_nice = niceness() > 0 if count_nice is None else count_nice
     try:
-        busy = parse_proc_stat(_read(stat_path), cpus)
+        busy = parse_proc_stat(_read(stat_path), cpus, count_nice=count_nice)
     except (OSError, ValueError):
         busy = None
     times = os.times()

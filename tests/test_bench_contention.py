@@ -3,6 +3,7 @@ import json
 import os
 import pathlib
 import sys
+import time
 
 import pytest
 
@@ -49,6 +50,17 @@ def test_a_tiny_run_times_every_policy_beside_busy_processes_and_kills_them(tmp_
     for pid in written["busy_pids"]:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_niced_busy_loops_run_at_that_niceness_and_are_killed():
+    with bench_contention.BusyProcesses(1, nice=19) as loops:
+        pid = loops.pids[0]
+        deadline = time.monotonic() + 30
+        while os.getpriority(os.PRIO_PROCESS, pid) != 19 and time.monotonic() < deadline:
+            os.sched_yield()  # until `nice` has set it and exec'd the loop
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 19
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_a_run_past_its_time_limit_counts_as_its_work_over_that_time(tmp_path):

@@ -56,6 +56,18 @@ def test_proc_stat_busy_seconds_count_only_the_given_cpus_and_not_idle_time():
     assert threads.parse_proc_stat(text, [0]) == pytest.approx(17 / ticks)
     assert threads.parse_proc_stat(text, [0, 1]) == pytest.approx(45 / ticks)
     assert threads.parse_proc_stat(text, [2]) is None
+    assert threads.parse_proc_stat(text, [0, 1], count_nice=False) == pytest.approx(44 / ticks)
+
+
+def test_niced_processes_count_as_busy_only_for_a_niced_process(tmp_path, monkeypatch):
+    ticks = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    stat.write_text("cpu0 10 90 4 200 5 1 0 1 0 0\n")  # 90 ticks of niced work
+    monkeypatch.setattr(threads.os, "getpriority", lambda which, who: 0)
+    assert threads.cpu_times([0], stat_path=str(stat)).busy == pytest.approx(16 / ticks)
+    monkeypatch.setattr(threads.os, "getpriority", lambda which, who: 10)
+    assert threads.cpu_times([0], stat_path=str(stat)).busy == pytest.approx(106 / ticks)
+    assert threads.niceness() == 10
 
 
 def test_others_busy_subtracts_this_process_and_never_goes_negative():
