@@ -240,14 +240,19 @@ def default_threads(threads=None, *, doing, seconds=SAMPLE_SECONDS):
 
 
 SLOWER = 0.5  # a window under half the run's best rate is worth a line
+IDLE_BUSY = 0.5  # at most half a core busy elsewhere (a free core to choose_threads): a slowdown is the machine's
 WINDOW_SECONDS = 5.0
 
 
 def slowdown_note(*, rate, best, busy, cores, threads, doing="training"):
     """One line (str) when ``rate`` (iterations/s over the last window) fell under ``SLOWER`` x the run's
-    ``best``, with the ``busy`` cores (float or None) of the ``cores`` seen meanwhile; else None."""
+    ``best``, with the ``busy`` cores (float or None) of the ``cores`` seen meanwhile (at most ``IDLE_BUSY``:
+    the machine itself slowed); else None."""
     if best is None or rate >= SLOWER * best:
         return None
+    if busy is not None and busy <= IDLE_BUSY:  # no thread count would help: say so rather than hint --threads
+        return (f"note: {doing} slowed to {rate:.1f} it/s from {best:.1f} it/s while other processes kept at most "
+                "half a core busy: the machine itself is slower for now (a virtual machine's host, or its clock)")
     load = "" if busy is None else f", {busy:.1f} of {cores} cores busy with other processes"
     plural = "" if threads == 1 else "s"
     return (f"note: {doing} slowed to {rate:.1f} it/s from {best:.1f} it/s{load}; it keeps its {threads} "

@@ -149,6 +149,12 @@ def test_a_slowdown_is_said_once_it_falls_under_half_the_best_rate():
     assert threads.slowdown_note(rate=3.1, best=None, busy=1.8, cores=2, threads=2) is None
     assert threads.slowdown_note(rate=1.0, best=4.0, busy=None, cores=2, threads=1) == (
         "note: training slowed to 1.0 it/s from 4.0 it/s; it keeps its 1 thread (--threads to choose)")
+    # nothing else busy (a virtual machine's host took the cores): no --threads hint, which could not help
+    for busy in (0.0, 0.5):
+        assert threads.slowdown_note(rate=57.7, best=118.0, busy=busy, cores=2, threads=2) == (
+            "note: training slowed to 57.7 it/s from 118.0 it/s while other processes kept at most half a core busy: "
+            "the machine itself is slower for now (a virtual machine's host, or its clock)")
+    assert "--threads" in threads.slowdown_note(rate=57.7, best=118.0, busy=0.6, cores=2, threads=2)
 
 
 def test_the_rate_watch_says_a_slowdown_once_with_the_load_of_its_window(monkeypatch, caplog):
