@@ -4,10 +4,10 @@ On the synthetic locomotion database (``generate_database.py --out``: 50,000 fra
 (training from a cache with the ``fast`` recipe, batch 1,024; with the ``toolkit`` recipe, batch 32;
 ``build-cache`` of ``--queries`` queries), each under the default thread policy, ``--threads 1`` and
 ``--threads N`` (N: the cores this process may use), with 0, 1 and N busy processes beside it (a pure
-Python loop each, started here and killed at the end of each load level, also on Ctrl-C; ``--nice 19`` runs them
-as background jobs that yield their cores). Every run is
-a fresh subprocess (OpenMP reads its environment at start) timing a fixed iteration (query) count, its
-whole library call included (the policy's load sample too). Repeats interleave every configuration;
+Python loop each, started here and killed at the end of each load level, also on Ctrl-C; ``--nice 19``
+runs them as background jobs, which yield their cores). Every run is a fresh subprocess (OpenMP reads
+its environment at start) timing a fixed iteration (query) count, its whole library call included (the
+policy's load sample too). Repeats interleave every configuration;
 medians are reported, with the default's rate over the better fixed count's (required: >= 0.95 idle,
 >= 0.85 with busy processes).
 

@@ -23,7 +23,7 @@ SHORT_SPIN = {"GOMP_SPINCOUNT": "10000"}
 idle machine's rate and stops idle threads from taking a core another process needs."""
 SAMPLE_SECONDS = 0.25  # /proc/stat counts in 10 ms ticks: 25 per core in a sample
 STAT_BUSY = (0, 2, 5, 6, 7)  # user system irq softirq steal; idle and iowait are not busy
-STAT_NICE = 1  # niced processes' time: busy only for a niced process (the scheduler gives others' cores to it)
+STAT_NICE = 1  # niced processes' time: busy only for a niced process (the scheduler favours a normal one)
 CGROUP_ROOT, PROC_CGROUP = "/sys/fs/cgroup", "/proc/self/cgroup"
 
 
