@@ -3,6 +3,8 @@ toolkit's ``train_stepper.py`` values as defaults (seed 1234, batch 32 windows o
 amsgrad weight decay 0.001, x0.99 every 1,000 iterations, 500,000 iterations, stepper.bin every 1,000
 iterations, 512 hidden units)."""
 import dataclasses
+import math
+import typing
 
 from motion_matching.training.config import COMMON_NUMERIC_FIELDS, CommonConfig, config_with_recipe, field
 
@@ -15,16 +17,48 @@ EVALUATION_SEED = 1234  # evaluate-stepper's: the offset of its evenly spaced wi
 class StepperConfig(CommonConfig):
     """Hyperparameters of one stepper training run (frozen; torch-free, for ``--help``)."""
 
-    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "window")
+    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "window", "first_window", "window_ramp")
     POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden",)
 
     hidden: int = field(512, "Width of the stepper's two hidden layers")
     window: int = field(WINDOW, "Frames per training window: the first from the database, the rest stepped")
+    first_window: typing.Optional[int] = field(
+        None, "Frames per window at the first iteration: windows grow from it to --window over the first "
+              "--window-ramp of the iterations (short rollouts cost less while the network learns its first "
+              "steps) [default: --window throughout]", type=int)
+    window_ramp: float = field(0.0, "Fraction of the iterations over which windows grow from --first-window to "
+                                    "--window")
 
     def __post_init__(self):
         super().__post_init__()
         if self.window < 2:
             raise ValueError(f"window must be at least 2, not {self.window}")
+        if not math.isfinite(self.window_ramp) or not 0 <= self.window_ramp <= 1:
+            raise ValueError(f"window_ramp must be between 0 and 1, not {self.window_ramp}")
+        if self.first_window is None:
+            if self.window_ramp:
+                raise ValueError("window_ramp needs first_window: the frames the windows grow from")
+            return
+        if not 2 <= self.first_window <= self.window:
+            raise ValueError(f"first_window must be between 2 and window ({self.window}), not {self.first_window}")
+        if not self.window_ramp:
+            raise ValueError("first_window needs window_ramp above 0: the fraction of the iterations the windows "
+                             "grow over")
+        if self.exact_toolkit:
+            raise ValueError("--exact-toolkit trains on the script's windows of --window frames throughout: leave "
+                             "out --first-window and --window-ramp")
+
+    def iterations_shape_the_run(self):
+        """As ``CommonConfig``'s; growing windows grow over a fraction of the iterations, so they count too."""
+        return super().iterations_shape_the_run() or self.first_window is not None
+
+    def window_at(self, step):
+        """Frames (int) of the windows iteration ``step`` trains on: ``window``, or during the ramp the
+        whole number nearest its linear growth from ``first_window``."""
+        progress = step / self.iterations
+        if self.first_window is None or progress >= self.window_ramp:
+            return self.window
+        return int(round(self.first_window + (self.window - self.first_window) * progress / self.window_ramp))
 
 
 RECIPES = {

@@ -7,6 +7,7 @@ loop, resume and Ctrl-C are ``training.run``'s).
 """
 import os
 
+import numpy as np
 import torch
 
 from motion_matching.atomic import check_folder_name
@@ -52,9 +53,23 @@ class _Run(TrainingRun):
         self.start(module, self.update.optimizer)
         self.forward = PrecisionForward(config.precision, self.device.type)
         self.plots = plots
+        self.cumulative_work = None
+        if config.first_window is not None:  # a rollout costs its stepped frames: the work before each iteration
+            frames = np.array([config.window_at(step) - 1 for step in range(config.iterations)], dtype=np.float64)
+            self.cumulative_work = np.concatenate([[0.0], np.cumsum(frames)]) / (config.window - 1)
+
+    def work(self, step):
+        """Iterations ``0 .. step-1`` counted in full windows (a growing window's cost less)."""
+        if self.cumulative_work is None:
+            return float(step)
+        return float(self.cumulative_work[min(step, self.config.iterations)])
 
     def train_step(self, Xgnd, Zgnd):
-        """One optimiser step on a batch of windows; returns its ``LossTerms`` (detached tensors)."""
+        """One optimiser step on a batch of windows (its first ``config.window_at`` frames while the windows
+        grow); returns its ``LossTerms`` (detached tensors)."""
+        frames = self.config.window_at(self.step)
+        if frames < Xgnd.shape[1]:
+            Xgnd, Zgnd = Xgnd[:, :frames].contiguous(), Zgnd[:, :frames].contiguous()
         terms, _ = stepper_losses(self.module, Xgnd, Zgnd, self.forward)
         self.update(terms.loss)
         return LossTerms(*(term.detach() for term in terms))

@@ -106,6 +106,11 @@ class CommonConfig:
             raise ValueError("--exact-toolkit computes in float32, as the script does: leave out --precision "
                              "(and --recipe fast)")
 
+    def iterations_shape_the_run(self):
+        """Whether ``iterations`` changes what each iteration computes (a schedule that ends at the last one),
+        so a resumed run must keep it."""
+        return self.schedule != "toolkit"
+
     def to_dict(self):
         """The resolved settings as a plain dict (stored in every checkpoint)."""
         return dataclasses.asdict(self)
@@ -120,9 +125,11 @@ class CommonConfig:
 def numeric_differences(old, new):
     """Names of the ``NUMERIC_FIELDS`` whose values differ between two configs; a list of str.
 
-    Under a schedule that decays to 0 at the last iteration, ``iterations`` counts too.
+    Where both runs' iterations shape them (a schedule that decays to 0 at the last iteration, a stepper's
+    growing windows), ``iterations`` counts too.
     """
-    names = type(new).NUMERIC_FIELDS + (("iterations",) if "toolkit" not in (old.schedule, new.schedule) else ())
+    shaped = old.iterations_shape_the_run() and new.iterations_shape_the_run()
+    names = type(new).NUMERIC_FIELDS + (("iterations",) if shaped else ())
     return [name for name in names if getattr(old, name) != getattr(new, name)]
 
 

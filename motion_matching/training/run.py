@@ -115,6 +115,12 @@ class TrainingRun:
     def rolling(self, value):
         self.losses.value = value
 
+    def work(self, step):
+        """The work (float) of iterations ``0 .. step-1`` in units of one iteration: ``step``; a network whose
+        iterations cost unequal amounts (the stepper's growing windows) counts them so, for ETAs and the
+        slowdown watch."""
+        return float(step)
+
     def refuse_previews(self, *, force):
         """Raise when previews this run would write stand in its folder, not written by it (unless ``force``)."""
 
@@ -134,7 +140,7 @@ class TrainingRun:
         if self.step % PROGRESS_EVERY == 0 or self.step == self.config.iterations:
             self.log_tensorboard(self.losses.read())
             if self.watch is not None:
-                self.watch.observe(self.step)
+                self.watch.observe(self.work(self.step))
 
     def loop(self, source):
         """Run iterations ``self.step .. iterations-1``; stops at a step boundary when asked to."""
@@ -155,7 +161,9 @@ class TrainingRun:
     def report(self, done):
         """A ``Progress`` after ``done`` iterations in this session."""
         rate = done / self.seconds if self.seconds > 0 else 0.0
-        eta = (self.config.iterations - self.step) / rate if rate > 0 else float("inf")
+        spent = self.work(self.step) - self.work(self.step - done)
+        left = self.work(self.config.iterations) - self.work(self.step)
+        eta = left * self.seconds / spent if spent > 0 and self.seconds > 0 else float("inf")
         return Progress(self.step, self.config.iterations, self.losses.last, self.rolling,
                         self.optimizer.param_groups[0]["lr"], rate, eta)
 
