@@ -112,3 +112,21 @@ def test_the_work_of_growing_windows_counts_their_stepped_frames(tmp_path):
     assert growing.work(100) - growing.work(50) == pytest.approx(50)  # full windows after the ramp
     _, plain = run(iterations=100)
     assert [plain.work(step) for step in (0, 37, 100)] == [0.0, 37.0, 100.0]
+
+
+def test_the_slowdown_watch_starts_once_the_windows_are_whole(tmp_path, monkeypatch):
+    """A short window's step time is not in proportion to its frames, so rates during the ramp are not compared."""
+    pytest.importorskip("torch", reason="training needs torch")
+    from stepper_helpers import small_run
+
+    from motion_matching import threads
+    observed = []
+    monkeypatch.setattr(threads.RateWatch, "observe", lambda self, step: observed.append(step))
+    config = StepperConfig(**GROWING)
+    first_whole = next(step for step in range(config.iterations) if config.window_at(step) == config.window)
+    small_run(tmp_path, hidden=16, **GROWING)
+    assert observed and min(observed) >= first_whole and observed == sorted(observed)
+    assert max(observed) == config.iterations
+    observed.clear()
+    small_run(tmp_path / "plain", hidden=16, iterations=30)
+    assert observed == [10, 20, 30]

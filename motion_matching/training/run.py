@@ -94,6 +94,7 @@ class TrainingRun:
         self.in_step, self.stop_requested, self.source_name = False, False, "online"
         self.seconds, self.source, self.stream_state, self.resumed_from = 0.0, None, None, 0
         self.threads = self.recorded_threads = self.watch = None
+        self.steady_from = 0  # the first iteration from which all cost the same: the slowdown watch starts there
         self.module = self.optimizer = self.scheduler = None
 
     def start(self, module, optimizer):
@@ -117,8 +118,7 @@ class TrainingRun:
 
     def work(self, step):
         """The work (float) of iterations ``0 .. step-1`` in units of one iteration: ``step``; a network whose
-        iterations cost unequal amounts (the stepper's growing windows) counts them so, for ETAs and the
-        slowdown watch."""
+        iterations cost unequal amounts (the stepper's growing windows) counts them so, for ETAs."""
         return float(step)
 
     def refuse_previews(self, *, force):
@@ -139,8 +139,8 @@ class TrainingRun:
             self.write_checkpoint()
         if self.step % PROGRESS_EVERY == 0 or self.step == self.config.iterations:
             self.log_tensorboard(self.losses.read())
-            if self.watch is not None:
-                self.watch.observe(self.work(self.step))
+            if self.watch is not None and self.step >= self.steady_from:
+                self.watch.observe(self.step)
 
     def loop(self, source):
         """Run iterations ``self.step .. iterations-1``; stops at a step boundary when asked to."""
