@@ -130,3 +130,17 @@ def test_the_slowdown_watch_starts_once_the_windows_are_whole(tmp_path, monkeypa
     observed.clear()
     small_run(tmp_path / "plain", hidden=16, iterations=30)
     assert observed == [10, 20, 30]
+
+
+def test_the_quality_recipe_grows_its_windows_and_retrain_offers_it():
+    from motion_matching.pipeline.settings import RetrainSettings, network_recipes
+    from motion_matching.stepper.config import recipe_config
+    quality = recipe_config("quality")
+    assert (quality.first_window, quality.window_ramp, quality.window) == (2, 0.75, 20)
+    assert quality.window_at(0) == 2 and quality.window_at(quality.iterations - 1) == 20
+    toolkit = recipe_config("toolkit")
+    assert quality.batch_size * quality.iterations >= toolkit.batch_size * toolkit.iterations
+    assert "quality" in network_recipes("stepper")
+    settings = RetrainSettings(recipes={"stepper": "quality"})
+    assert settings.config("stepper") == quality and settings.note("stepper") is None
+    assert RetrainSettings(recipe="fast").config("stepper") == recipe_config("fast")
