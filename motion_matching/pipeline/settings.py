@@ -1,7 +1,7 @@
 """What a retrain run trains: one recipe for every network, per-network recipes and iterations on top.
 
 Torch-free, so that ``mm-projector retrain --help`` answers at once. A network that has no recipe of the
-asked name (the stepper's ``quality`` is its own) trains its ``toolkit`` recipe, and ``note`` says so.
+asked name trains its ``toolkit`` recipe, and ``note`` says so.
 """
 import dataclasses
 import typing
