@@ -65,7 +65,7 @@ class _Run(TrainingRun):
     def work(self, step):
         """Iterations ``0 .. step-1`` counted in full windows (a growing window's cost less)."""
         if self.cumulative_work is None:
-            return float(step)
+            return super().work(step)
         return float(self.cumulative_work[min(step, self.config.iterations)])
 
     def train_step(self, Xgnd, Zgnd):
