@@ -23,7 +23,6 @@ script's last save).
 The stepper's anchor is given its latent once (``--latent`` and ``--decompressor``, kept in its state): the
 decompressor the pipeline pairs it with, so the fast stepper is judged on the same inputs.
 """
-import hashlib
 import json
 import os
 import platform
@@ -34,6 +33,7 @@ import time
 
 import click
 
+from motion_matching.fingerprint import file_sha256
 from motion_matching.interrupts import interrupts_exit
 
 ANCHOR_ITERATIONS = 500_000
@@ -104,14 +104,6 @@ class Network:
                 f"{row['position_error_cm']['max']:.2f})  loss {row['loss']:.4f}")
 
 
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_log(state, name=LOG_NAME):
     path = os.path.join(state, name)
     if not os.path.exists(path):
@@ -133,9 +125,10 @@ def _copy_atomically(source, target):
     os.replace(target + ".tmp", target)
 
 
-def checked_inputs(work, log, frames):
+def checked_inputs(work, log, frames, *, tolerated=()):
     """The synthetic database.bin and features.bin in ``work`` (made where missing), checked against the hashes
-    the log recorded (recorded now if it has none); returns their paths."""
+    the log recorded (recorded now if it has none); returns their paths. A name in ``tolerated`` ("database")
+    may differ: numpy's SIMD paths change database.bin's last bits from one CPU to another (docs/data.md)."""
     from motion_matching.data import generate
 
     folder = os.path.join(work, "data")
@@ -144,10 +137,10 @@ def checked_inputs(work, log, frames):
         os.makedirs(folder, exist_ok=True)
         made = generate.generate_files(folder, nframes=frames)
         paths = {"database": made["database"], "features": made["features"]}
-    hashes = {name: _sha256(path) for name, path in paths.items()}
+    hashes = {name: file_sha256(path) for name, path in paths.items()}
     recorded = log.setdefault("inputs", hashes)
     for name, digest in hashes.items():
-        if recorded.get(name) != digest:
+        if recorded.get(name) != digest and name not in tolerated:
             raise click.ClickException(f"{paths[name]}: not the {name} this anchor was trained on (SHA-256 "
                                        f"{digest[:12]}, the state records {recorded.get(name, '?')[:12]})")
     return paths
@@ -161,7 +154,7 @@ def _state_inputs(network, state, given):
             if source is None:
                 raise click.UsageError(f"the stepper's anchor has no {name} yet: give --{name.split('.')[0]}")
             _copy_atomically(source, kept)
-        elif source is not None and _sha256(source) != _sha256(kept):
+        elif source is not None and file_sha256(source) != file_sha256(kept):
             raise click.UsageError(f"{source}: differs from the {kept} this anchor trains on")
 
 

@@ -3,7 +3,8 @@ as the toolkit's recipe run to the end, on every measure, in a tenth of its time
 
 ``run`` trains one recipe (``--recipe``, default ``fast``; ``--iterations`` and ``--threads`` on top) of the
 decompressor or the stepper on the anchor's own inputs (``anchor.py``: the 50,000-frame synthetic database,
-checked against the anchor's recorded hashes; for the stepper the anchor's latent.bin and decompressor.bin),
+checked against the anchor's recorded hashes, database.bin excepted with ``--this-machines-database``; for the
+stepper the anchor's latent.bin and decompressor.bin),
 copies the runtime files after ``--points`` of its saves, log-spaced, and those it ends with, then measures each copy as
 ``anchor.py save`` measures the anchor's snapshots. The training seconds start before the training call (reading
 the inputs counts) and leave the measuring out. ``compare`` sets a run's last row beside the anchor's last
@@ -27,6 +28,7 @@ import time
 import click
 from anchor import QUALITY_NAME, Network, checked_inputs, read_log, state_folder
 
+from motion_matching.fingerprint import file_sha256
 from motion_matching.interrupts import interrupts_exit
 
 LOWER_IS_BETTER = ("mean", "p95", "max")
@@ -54,8 +56,11 @@ def main():
 @click.option("--points", type=click.IntRange(min=1), default=6, show_default=True)
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="A config field on top of the recipe, e.g. --set batch_size=256 --set lr=0.006 (repeatable).")
+@click.option("--this-machines-database", is_flag=True,
+              help="Train on the database.bin this CPU makes even where its last bits are not the anchor's "
+                   "(features.bin must still be the anchor's); the JSON records its SHA-256.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), required=True)
-def run(network, work, state, recipe, iterations, threads, points, settings, json_path):
+def run(network, work, state, recipe, iterations, threads, points, settings, this_machines_database, json_path):
     """Train the recipe once, measure it at log-spaced saves and at its end."""
     network, state = Network(network), state_folder(network, state)
     log = read_log(state)
@@ -66,7 +71,8 @@ def run(network, work, state, recipe, iterations, threads, points, settings, jso
         raise click.UsageError(f"{run_dir} exists: give a fresh --work (a curve is one unbroken run)")
     steps, seconds = set(_snapshot_steps(config.iterations, config.save_every, points)), {}
     started = time.perf_counter()
-    paths = checked_inputs(work, log, log.get("frames", 50_000))
+    paths = checked_inputs(work, log, log.get("frames", 50_000),
+                           tolerated=("database",) if this_machines_database else ())
 
     def on_step(step, module):
         if step in steps:
@@ -91,7 +97,8 @@ def run(network, work, state, recipe, iterations, threads, points, settings, jso
                    ("iterations", "batch_size", "lr", "schedule", "warmup", "precision", "threads")},
                    "settings": list(settings),
                    "training_seconds": total, "command": " ".join(sys.argv), "machine": platform.machine(),
-                   "cpu_count": os.cpu_count(), "rows": rows}, stream, indent=2)
+                   "cpu_count": os.cpu_count(), "database_sha256": file_sha256(paths["database"]),
+                   "rows": rows}, stream, indent=2)
         stream.write("\n")
     click.echo(f"{config.iterations:,} iterations in {total:.1f} s (training, inputs read included)")
 
