@@ -65,7 +65,7 @@ class ArrayBatches(WindowBatches):
 
     def next(self):
         batch = self.indices()
-        return {name: values[batch] for name, values in self.arrays.items()}, self.X[batch]
+        return {name: values[batch] for name, values in self.arrays.items()}, self.X[batch], batch
 
 
 def loss_functions(before):
@@ -92,7 +92,7 @@ class TimedStep:
     def run(self, steps):
         started = time.perf_counter()
         for _ in range(steps):
-            gnd, X = self.source.next()
+            gnd, X, _ = self.source.next()
             terms, _ = self.losses(self.module, gnd, X, self.parents, self.forward)
             self.update(terms.loss)
         return time.perf_counter() - started

@@ -266,6 +266,10 @@ class RateWatch:
         self.choice, self.doing, self.cpus = choice, doing, affinity()
         self.mark, self.best, self.said = None, None, False
 
+    def new_pace(self):
+        """Forget the rates seen so far: the run's iterations cost another amount from here on."""
+        self.mark, self.best = None, None
+
     def observe(self, step):
         """Call with the iterations done so far; cheap between windows (one clock read)."""
         if self.said:

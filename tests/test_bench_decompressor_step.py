@@ -55,7 +55,7 @@ def test_the_before_entrys_array_by_array_batches_are_the_packed_ones(tmp_path):
     for kind in (bench_decompressor_step.ArrayBatches, WindowBatches):
         torch.manual_seed(7)
         batches.append(kind(inputs, batch_size=6).next())
-    (old, old_X), (new, new_X) = batches
-    assert set(old) == set(new) and torch.equal(old_X, new_X)
+    (old, old_X, old_frames), (new, new_X, new_frames) = batches
+    assert set(old) == set(new) and torch.equal(old_X, new_X) and torch.equal(old_frames, new_frames)
     for name in old:
         assert torch.equal(old[name], new[name]), name

@@ -12,7 +12,7 @@ def test_batches_hold_the_frames_of_the_drawn_windows(tmp_path):
     files = generate.generate_files(tmp_path, nframes=1200)
     inputs = load_inputs(files["database"], files["features"])
     torch.manual_seed(3)
-    gnd, X = WindowBatches(inputs, batch_size=8).next()
+    gnd, X, _ = WindowBatches(inputs, batch_size=8).next()
     torch.manual_seed(3)
     starts = torch.randint(0, inputs.nframes - 2, size=[8])  # the script's draw
     frames = starts[:, None] + torch.arange(2)

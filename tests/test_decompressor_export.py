@@ -83,3 +83,12 @@ def test_a_narrower_compressor_leaves_the_runtime_decompressor_its_width_and_exp
     done = CliRunner().invoke(main, ["export", result.checkpoint_path, "--out", str(out)])
     assert done.exit_code == 0, done.output
     assert out.read_bytes() == open(result.network_path, "rb").read()
+
+
+def test_a_run_that_trained_its_frames_latents_exports_the_same_bytes(tmp_path):
+    _, result = small_run(tmp_path, iterations=6, latent_share=0.5)
+    assert torch.load(result.checkpoint_path, weights_only=False)["model"]["frame_latent"].shape == (1200, 32)
+    out = tmp_path / "exported.bin"
+    done = CliRunner().invoke(main, ["export", result.checkpoint_path, "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert out.read_bytes() == open(result.network_path, "rb").read()

@@ -23,7 +23,7 @@ def batch(tmp_path_factory):
     files = generate.generate_files(tmp_path_factory.mktemp("fast_objective"), nframes=FRAMES)
     inputs = load_inputs(files["database"], files["features"])
     module = make_autoencoder(inputs, DecompressorConfig(hidden=64))
-    gnd, X = WindowBatches(inputs, batch_size=24).next()
+    gnd, X, _ = WindowBatches(inputs, batch_size=24).next()
     return inputs, module, gnd, X
 
 

@@ -11,22 +11,30 @@ TRAINED_ON = ("Ypos", "Ytxy", "Yvel", "Yang", "Qpos", "Qxfm", "Qtxy", "Qvel", "Q
 
 
 class WindowBatches(WindowDraws):
-    """Batches of ``batch_size`` windows; ``next()`` returns ``(gnd, X)``: name -> (B, W, ...) tensors of the
-    ground truth and the features (B, W, n), on ``device``."""
+    """Batches of ``batch_size`` windows (``later_batch_size`` from iteration ``later_from`` on); ``next()``
+    returns ``(gnd, X, frames)``: name -> (B, W, ...) tensors of the ground truth, the features (B, W, n), on
+    ``device``, and the frame indices (B, W) int64 on the CPU."""
 
-    def __init__(self, inputs, *, batch_size, device="cpu", window=WINDOW):
+    def __init__(self, inputs, *, batch_size, device="cpu", window=WINDOW, later_from=None, later_batch_size=None):
         super().__init__(nframes=inputs.nframes, batch_size=batch_size, window=window, device=device)
+        self.sizes, self.later_from, self.drawn = (batch_size, later_batch_size or batch_size), later_from, 0
         arrays = [inputs.arrays[name] for name in TRAINED_ON] + [inputs.X]
         self.shapes = [tuple(values.shape[1:]) for values in arrays]
         # one row per frame: a batch is one gather of long rows, not 13 of short ones scattered over memory
         # (twice as fast between training steps, which leave the caches cold)
         self.frames = torch.cat([values.reshape(len(values), -1) for values in arrays], dim=1)
 
+    def seek(self, step):
+        """Continue at iteration ``step`` (torch's generator, restored by a resume, holds the draws)."""
+        self.drawn = step
+
     def next(self):
         """The next batch, gathered on the CPU (the draws are the CPU generator's) and moved to the device."""
+        later = self.later_from is not None and self.drawn >= self.later_from
+        self.batch_size, self.drawn = self.sizes[later], self.drawn + 1
         batch = self.indices()
         rows = self.frames.index_select(0, batch.reshape(-1)).to(self.device)
         parts = rows.split([math.prod(shape) for shape in self.shapes], dim=1)
         # contiguous, as a gather of each array gives them: later reductions then sum in the same order
         tensors = [part.reshape(tuple(batch.shape) + shape).contiguous() for part, shape in zip(parts, self.shapes)]
-        return dict(zip(TRAINED_ON, tensors[:-1])), tensors[-1]
+        return dict(zip(TRAINED_ON, tensors[:-1])), tensors[-1], batch

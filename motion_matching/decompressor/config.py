@@ -12,13 +12,42 @@ from motion_matching.training.config import COMMON_NUMERIC_FIELDS, CommonConfig,
 class DecompressorConfig(CommonConfig):
     """Hyperparameters of one decompressor training run (frozen; torch-free, for ``--help``)."""
 
-    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "compressor_hidden")
-    POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden", "compressor_hidden")
+    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "compressor_hidden", "latent_share", "latent_batch_size",
+                                              "latent_lr_scale")
+    POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden", "compressor_hidden", "latent_batch_size")
+    FINITE_FIELDS = CommonConfig.FINITE_FIELDS + (("latent_lr_scale", 0.0), ("latent_share", None))
 
     hidden: int = field(512, "Width of the compressor's and decompressor's hidden layers")
     # the compressor only makes latent.bin and never reaches the runtime, so a recipe may narrow it alone
     compressor_hidden: typing.Optional[int] = field(None, "Width of the compressor's hidden layers alone "
                                                     "[default: --hidden]", type=int)
+    # latent.bin is all the runtime keeps of the compressor, so the run may end by training each frame's latent
+    latent_share: float = field(0.0, "Share of the iterations, at the run's end, that train each frame's latent "
+                                "directly, with the decompressor, the compressor frozen (0: none, as the toolkit's "
+                                "script)")
+    latent_batch_size: typing.Optional[int] = field(None, "Windows per iteration in those last iterations "
+                                                    "[default: --batch-size]", type=int)
+    latent_lr_scale: float = field(10.0, "Learning rate of the frames' latents in those iterations, as a "
+                                   "multiple of the schedule's")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0 <= self.latent_share < 1:
+            raise ValueError(f"latent_share must be at least 0 and below 1, not {self.latent_share}")
+        if self.exact_toolkit and self.latent_share:
+            raise ValueError("--exact-toolkit trains the compressor to the end, as the script does: leave out "
+                             "--latent-share (and --recipe fast)")
+
+    def iterations_shape_the_run(self):
+        """Whether ``iterations`` changes what each iteration computes: the schedule's, or the iteration where the
+        frames' latents start training."""
+        return super().iterations_shape_the_run() or bool(self.latent_share)
+
+    @property
+    def latent_start(self):
+        """The first iteration (int) that trains the frames' latents (``iterations`` when none does): the
+        compressor trains for at least one."""
+        return max(self.iterations - round(self.iterations * self.latent_share), 1)
 
 
 RECIPES = {

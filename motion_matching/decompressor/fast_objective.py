@@ -95,13 +95,14 @@ def _column_sums(truth, estimate, dims, window):
     return torch.cat([(truth - estimate).abs().sum(dims), steps.abs().sum(dims)])
 
 
-def fast_decompressor_losses(module, gnd, X, parents, forward):
+def fast_decompressor_losses(module, gnd, X, parents, forward, *, Zgnd=None):
     """The ``LossTerms`` of ``module`` on the windows ``gnd`` with features ``X``, as
     ``objective.decompressor_losses`` computes them (same arguments) to float rounding; also returns ``Zgnd``."""
     nbones, (nbatch, nwindow) = len(parents), X.shape[:2]
     plan = level_plan(tuple(int(parent) for parent in parents), str(X.device))
     pose = compressor_input(gnd, [nbatch, nwindow])
-    Zgnd = forward(module.encode, pose)
+    if Zgnd is None:
+        Zgnd = forward(module.encode, pose)
     Ytil = forward(module.decode, X, Zgnd)
     Ygnd = torch.cat([pose[..., :15 * (nbones - 1)], pose[..., -8:]], dim=-1)  # the output's columns
     inner = _local_states(Ytil, nbones).index_select(0, plan.order[1:] - 1)

@@ -64,10 +64,13 @@ NORMALISATION = ("compressor_mean_in", "compressor_std_in", "decompressor_mean_i
 class Autoencoder(nn.Module):
     """The compressor and decompressor, created in that order (the toolkit's draws), and the normalisation."""
 
-    def __init__(self, ncompressed, nfeatures, noutput, *, nlatent=32, hidden=HIDDEN, compressor_hidden=None):
+    def __init__(self, ncompressed, nfeatures, noutput, *, nlatent=32, hidden=HIDDEN, compressor_hidden=None,
+                 nframes=None):
         super().__init__()
         self.compressor = Compressor(ncompressed, nlatent, compressor_hidden or hidden)
         self.decompressor = Decompressor(nfeatures + nlatent, noutput, hidden)
+        if nframes is not None:  # each frame's latent, trained directly at a run's end (config.latent_share)
+            self.frame_latent = nn.Parameter(torch.zeros(nframes, nlatent))
         self.register_buffer("compressor_mean_in", torch.zeros(ncompressed))
         self.register_buffer("compressor_std_in", torch.ones(ncompressed))
         self.register_buffer("decompressor_mean_in", torch.zeros(nfeatures + nlatent))
@@ -107,8 +110,9 @@ def autoencoder_sizes(state_dict):
 def autoencoder_from_state_dict(state_dict):
     """An ``Autoencoder`` (CPU, eval mode) holding ``state_dict``."""
     ncompressed, nfeatures, noutput, nlatent, hidden, compressor_hidden = autoencoder_sizes(state_dict)
+    frames = state_dict.get("frame_latent")
     module = Autoencoder(ncompressed, nfeatures, noutput, nlatent=nlatent, hidden=hidden,
-                         compressor_hidden=compressor_hidden)
+                         compressor_hidden=compressor_hidden, nframes=None if frames is None else frames.shape[0])
     module.load_state_dict(state_dict)
     return module.eval()
 

@@ -30,6 +30,8 @@ PREVIEW_NAMES = ("decompressor_X.png", "decompressor_Z.png")
 NETWORK_NAME = "decompressor.bin"
 LATENT_NAME = "latent.bin"
 CHECKPOINT_NAME = "decompressor_checkpoint.pt"
+# a window of a latent iteration (no compressor) against one of a compressor iteration, for ETAs
+LATENT_WINDOW_COST = 0.15
 
 
 def make_autoencoder(inputs, config):
@@ -40,7 +42,8 @@ def make_autoencoder(inputs, config):
     stats = inputs.normalisation
     module = Autoencoder(stats["compressor_mean_in"].shape[0], inputs.X.shape[1],
                          stats["decompressor_mean_out"].shape[0], hidden=config.hidden,
-                         compressor_hidden=config.compressor_hidden)
+                         compressor_hidden=config.compressor_hidden,
+                         nframes=inputs.nframes if config.latent_share else None)
     module.set_normalisation(stats)
     return module
 
@@ -56,7 +59,14 @@ class _Run(TrainingRun):
                          tensorboard=tensorboard, on_step=on_step)
         config = self.config
         module = make_autoencoder(inputs, config).to(self.device)
-        self.update = OptimiserStep(module, config)
+        self.networks = list(module.compressor.parameters()) + list(module.decompressor.parameters())
+        if config.latent_share:
+            # the last iterations train the decompressor and each frame's latent, at their own rate
+            self.tuned = list(module.decompressor.parameters()) + [module.frame_latent]
+            latents = {"params": [module.frame_latent], "weight_decay": 0.0, "lr_scale": config.latent_lr_scale}
+            self.update = OptimiserStep([{"params": self.networks}, latents], config)
+        else:
+            self.tuned, self.update = None, OptimiserStep(module, config)
         self.start(module, self.update.optimizer)
         self.latent_path = os.path.join(out_dir, LATENT_NAME)
         self.forward = PrecisionForward(config.precision, self.device.type)
@@ -65,10 +75,31 @@ class _Run(TrainingRun):
         self.whole_database = None  # the compressor's input for every frame, made at the first save
         self.plots, self.latent = plots, None
 
-    def train_step(self, gnd, X):
-        """One optimiser step on a batch of windows; returns its ``LossTerms`` (detached tensors)."""
-        terms, _ = self.objective(self.module, gnd, X, self.inputs.parents, self.forward)
-        self.update(terms.loss)
+    def tuning_latents(self):
+        """Whether the iteration about to run (``self.step``) trains each frame's latent, not the compressor."""
+        return self.step >= self.config.latent_start
+
+    def work(self, step):
+        """Iterations ``0 .. step-1`` in compressor iterations: a latent iteration's windows cost less each."""
+        config, start = self.config, self.config.latent_start
+        scale = LATENT_WINDOW_COST * (config.latent_batch_size or config.batch_size) / config.batch_size
+        return float(min(step, start)) + max(step - start, 0) * scale
+
+    def train_step(self, gnd, X, frames):
+        """One optimiser step on a batch of windows (``frames`` their frame indices); returns its ``LossTerms``
+        (detached tensors)."""
+        if not self.tuning_latents():
+            terms, _ = self.objective(self.module, gnd, X, self.inputs.parents, self.forward)
+            self.update(terms.loss, self.networks if self.tuned else None)
+            return LossTerms(*(term.detach() for term in terms))
+        if self.step == self.config.latent_start:  # the compressor's last latent is where each frame's starts
+            with torch.no_grad():
+                self.module.frame_latent.copy_(torch.from_numpy(self.encode_database()))
+            if self.watch is not None:
+                self.watch.new_pace()
+        latent = self.module.frame_latent[frames.to(self.device)]
+        terms, _ = self.objective(self.module, gnd, X, self.inputs.parents, self.forward, Zgnd=latent)
+        self.update(terms.loss, self.tuned)
         return LossTerms(*(term.detach() for term in terms))
 
     def output_paths(self):
@@ -77,7 +108,9 @@ class _Run(TrainingRun):
 
     def encode_database(self):
         """The latent of every frame (F, nlatent) float32 numpy: the compressor over the whole database in one
-        batch, in float32, as the script computes it for latent.bin."""
+        batch, in float32, as the script computes it for latent.bin; once the frames' latents train, those."""
+        if self.step > self.config.latent_start:
+            return self.module.frame_latent.detach().cpu().numpy().copy()
         if self.whole_database is None:
             self.whole_database = compressor_input(self.inputs.arrays, [1, self.inputs.nframes]).to(self.device)
         with torch.no_grad():
@@ -137,7 +170,10 @@ def train_decompressor(config=DecompressorConfig(), *, database_path, features_p
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, tensorboard=tensorboard, on_step=on_step,
                    plots=plots)
         continued = prepare(run, resume=resume, force=force, sample=sample)
-        run.source = source = WindowBatches(inputs, batch_size=config.batch_size, device=run.device)
+        config = run.config
+        run.source = source = WindowBatches(inputs, batch_size=config.batch_size, device=run.device,
+                                            later_from=config.latent_start, later_batch_size=config.latent_batch_size)
+        source.seek(run.step)
         log_run_notes(run, continued=continued)
         stack.callback(run.close)
         train(run, source)

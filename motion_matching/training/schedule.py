@@ -66,7 +66,7 @@ class LearningRateSchedule:
     def _set(self, step):
         rate = learning_rate(self.config, step)
         for group in self.optimizer.param_groups:
-            group["lr"] = rate
+            group["lr"] = rate * group.get("lr_scale", 1.0)
 
     def after_step(self, step):
         """Give the optimiser the rate of iteration ``step + 1``."""

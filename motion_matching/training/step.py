@@ -81,12 +81,16 @@ def with_resolved_precision(config, device=None):
 
 
 def make_optimizer(parameters, config):
-    """The run's AdamW over ``parameters`` (a module or a list of tensors): fused for the fast step, torch's
-    default (single-tensor on CPU) for the toolkit's."""
+    """The run's AdamW over ``parameters`` (a module, a list of tensors, or a list of param-group dicts, whose
+    ``lr_scale`` multiplies the schedule's rate for that group): fused for the fast step, torch's default
+    (single-tensor on CPU) for the toolkit's."""
     extra = {"fused": True} if config.step == "fast" else {}
     parameters = list(parameters.parameters()) if isinstance(parameters, torch.nn.Module) else list(parameters)
-    return torch.optim.AdamW(parameters, lr=config.lr, amsgrad=config.amsgrad,
-                             weight_decay=config.weight_decay, **extra)
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, amsgrad=config.amsgrad,
+                                  weight_decay=config.weight_decay, **extra)
+    for group in optimizer.param_groups:
+        group["lr"] = config.lr * group.get("lr_scale", 1.0)
+    return optimizer
 
 
 class PrecisionForward:
@@ -113,35 +117,42 @@ class OptimiserStep:
         self.fast = config.step == "fast"
         self.parameters = [parameter for group in self.optimizer.param_groups for parameter in group["params"]]
 
-    def __call__(self, loss):
-        """Update the parameters from the gradients of ``loss`` (a scalar tensor)."""
+    def __call__(self, loss, parameters=None):
+        """Update ``parameters`` (default: all the optimiser's; a run may train some of them for a while) from
+        the gradients of ``loss`` (a scalar tensor)."""
         if self.fast:
-            self._fast_update(torch.autograd.grad(loss, self.parameters))
+            parameters = self.parameters if parameters is None else parameters
+            self._fast_update(parameters, torch.autograd.grad(loss, parameters))
         else:
             self.optimizer.zero_grad(set_to_none=True)  # fresh gradients are adopted, not added into zeroed ones
             loss.backward()
             self.optimizer.step()
 
-    def _fast_update(self, gradients):
-        """The fused AdamW step with ``gradients`` (one per parameter), on the optimiser's state."""
-        optimizer, parameters = self.optimizer, self.parameters
+    def _fast_update(self, parameters, gradients):
+        """The fused AdamW step of ``parameters`` with ``gradients`` (one each), on the optimiser's state."""
+        optimizer = self.optimizer
         gradients = [gradient.contiguous() for gradient in gradients]  # the layout .grad would have had
-        if not optimizer.state:  # torch's own first step makes the state, in the layout checkpoints keep
+        if any(parameter not in optimizer.state for parameter in parameters):
+            # torch's own first step of a parameter makes its state, in the layout checkpoints keep
             for parameter, gradient in zip(parameters, gradients):
                 parameter.grad = gradient
             optimizer.step()
             for parameter in parameters:
                 parameter.grad = None
             return
-        group = optimizer.param_groups[0]
-        states = [optimizer.state[parameter] for parameter in parameters]
-        beta1, beta2 = group["betas"]
-        fused_adamw_update(parameters, gradients, [state["exp_avg"] for state in states],
-                           [state["exp_avg_sq"] for state in states],
-                           [state["max_exp_avg_sq"] for state in states] if group["amsgrad"] else [],
-                           [state["step"] for state in states], fused=True, amsgrad=group["amsgrad"],
-                           beta1=beta1, beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"],
-                           eps=group["eps"], maximize=group["maximize"])
+        given = dict(zip(parameters, gradients))
+        for group in optimizer.param_groups:
+            members = [parameter for parameter in group["params"] if parameter in given]
+            if not members:
+                continue
+            states = [optimizer.state[parameter] for parameter in members]
+            beta1, beta2 = group["betas"]
+            fused_adamw_update(members, [given[parameter] for parameter in members],
+                               [state["exp_avg"] for state in states], [state["exp_avg_sq"] for state in states],
+                               [state["max_exp_avg_sq"] for state in states] if group["amsgrad"] else [],
+                               [state["step"] for state in states], fused=True, amsgrad=group["amsgrad"],
+                               beta1=beta1, beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"],
+                               eps=group["eps"], maximize=group["maximize"])
 
 
 class RollingLoss:
