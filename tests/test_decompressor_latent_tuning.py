@@ -29,7 +29,9 @@ def test_the_share_sets_where_the_latents_start_and_is_refused_out_of_range_or_w
             DecompressorConfig(latent_share=share)
     with pytest.raises(ValueError, match="--exact-toolkit trains the compressor to the end"):
         DecompressorConfig(exact_toolkit=True, latent_share=0.1)
-    assert recipe_config("toolkit").latent_share == 0
+    assert recipe_config("toolkit").latent_share == recipe_config("preview").latent_share == 0
+    fast = recipe_config("fast")
+    assert (fast.latent_start, fast.latent_batch_size) == (36_000, 2048)
 
 
 def test_batches_switch_to_the_latent_batch_size_at_its_iteration_also_after_a_seek(tmp_path):

@@ -5,6 +5,8 @@ Like the script, a run writes ``latent.bin`` (the compressor over every frame) a
 learning rate on the same schedule; ``decompressor_checkpoint.pt`` follows every ``checkpoint_every``
 iterations, at the end and on Ctrl-C (the loop, resume and Ctrl-C are ``training.run``'s). Beside
 ``latent.bin``, ``latent.json`` records what it was made from (``toolkit.provenance``).
+With ``latent_share`` (the fast recipe's) the last iterations train each frame's latent directly, beside the
+decompressor, the compressor frozen; ``latent.bin`` then holds those latents.
 """
 import os
 

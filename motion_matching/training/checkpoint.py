@@ -6,7 +6,8 @@ Layout: a dict saved with ``torch.save`` (a zip archive), one key each in ``CHEC
 - ``format``: ``CHECKPOINT_FORMAT`` ("mm-projector-checkpoint"); ``version``: ``CHECKPOINT_VERSION`` (1);
 - ``model``: the network's state dict, so it alone rebuilds the network (the projector's ``NormalisedMLP``:
   ``linear0.weight`` ... and the ``mean_in``, ``std_in``, ``mean_out``, ``std_out`` buffers; the
-  decompressor's ``Autoencoder``: ``compressor.*`` and ``decompressor.*`` with their normalisation);
+  decompressor's ``Autoencoder``: ``compressor.*`` and ``decompressor.*`` with their normalisation, and
+  ``frame_latent`` (frames, 32) in a run with ``latent_share``);
 - ``optimizer``: the AdamW state dict; ``scheduler``: the ExponentialLR state dict;
 - ``step``: int, iterations done (the next one to run);
 - ``config``: the config's ``to_dict()``, the run's settings (resume refuses other numeric settings;
