@@ -100,7 +100,8 @@ class TimedStep:
 
 def measure(inputs, *, precision, batch, repeats, steps, before):
     """One precision's rows: per entry the median ms per step and the paired ratios to ``fast``."""
-    config = recipe_config("fast", batch_size=batch, precision=precision)
+    # the networks' iterations: the fast recipe's last tenth (each frame's latent) is another step
+    config = recipe_config("fast", batch_size=batch, precision=precision, latent_share=0.0)
     entries = {name: TimedStep(losses, inputs, config, batches=ArrayBatches if name == "before" else WindowBatches)
                for name, losses in loss_functions(before).items()}
     for entry in entries.values():
