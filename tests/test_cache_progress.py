@@ -96,3 +96,28 @@ def test_build_caches_final_rate_is_its_bars_rate_setup_left_out(tmp_path, monke
     assert (result.rows_written, result.search_seconds, result.seconds) == (11_808, 4.0, 14.0)
     assert stream.getvalue().splitlines()[-1].endswith("20000/20000 [00:04<00:00, 2952.00 queries/s]")
     assert describe_build(result).endswith("; 11,808 searched in 4.0 s (2,952 queries/s), 14.0 s in all")
+
+
+def test_a_given_eta_replaces_tqdms_which_assumes_every_unit_costs_the_same():
+    clock, stream = Clock(), io.StringIO()
+    bar = ProgressBar(unit="it", stream=stream, clock=clock)
+    bar(0, 100, "loss 1.0000", eta=float("inf"))
+    clock.now += 10
+    bar(50, 100, "loss 0.5000", eta=200.0)  # tqdm's own estimate would be 00:10
+    assert stream.getvalue().splitlines() == ["  0%|          | 0/100 [00:00<?, ? it/s, loss 1.0000]",
+                                              " 50%|#####     | 50/100 [00:10<03:20,  5.00 it/s, loss 0.5000]"]
+    terminal = Terminal()
+    bar = ProgressBar(unit="it", stream=terminal)
+    bar(50, 100, "loss 0.5000", eta=3725.0)
+    bar.close()
+    assert "<1:02:05," in terminal.getvalue()
+
+
+def test_a_training_bar_shows_the_runs_own_eta():
+    from motion_matching.cli.train import training_progress
+    from motion_matching.training.run import Progress
+
+    stream = io.StringIO()
+    training_progress(ProgressBar(unit="it", stream=stream, clock=Clock()))(
+        Progress(step=10, iterations=40, loss=1.0, rolling_loss=1.0, lr=0.004, rate=2.0, eta=125.0))
+    assert "<02:05," in stream.getvalue()

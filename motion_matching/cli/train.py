@@ -172,7 +172,7 @@ def _without_resume(words):
 
 def training_progress(bar):
     """A ``progress(report)`` callback for ``train_projector`` that feeds ``bar`` (a ``ProgressBar``)."""
-    return lambda report: bar(report.step, report.iterations, training_note(report))
+    return lambda report: bar(report.step, report.iterations, training_note(report), eta=report.eta)
 
 
 @main.command("train", short_help=summary("train"))
