@@ -292,3 +292,15 @@ def test_verify_without_the_checkpoints_checks_the_files_own_weights(copied):
     assert statuses(results) == {"features": "up to date", "decompressor": "up to date", "cache": "up to date",
                                  "projector": "ran", "stepper": "up to date", "verify": "ran"}
     assert results[-1].quality.startswith("C and torch agree within ")
+
+
+def test_preview_trains_each_networks_preview_and_the_projectors_fast_saying_so():
+    from motion_matching.decompressor.config import recipe_config as decompressor_recipe
+    from motion_matching.projector.recipes import recipe_config as projector_recipe
+
+    preview = RetrainSettings(recipe="preview")
+    assert preview.config("decompressor") == decompressor_recipe("preview")
+    assert preview.recipe_of("projector") == "fast" and preview.config("projector") == projector_recipe("fast")
+    assert preview.note("projector") == "it has no 'preview' recipe yet: it trains its 'fast' recipe"
+    assert preview.note("decompressor") is None and preview.note("stepper") is None
+    assert RetrainSettings(recipe="preview", recipes={"projector": "toolkit"}).recipe_of("projector") == "toolkit"

@@ -132,15 +132,15 @@ def test_the_slowdown_watch_starts_once_the_windows_are_whole(tmp_path, monkeypa
     assert observed == [10, 20, 30]
 
 
-def test_the_quality_recipe_grows_its_windows_and_retrain_offers_it():
-    from motion_matching.pipeline.settings import RetrainSettings, network_recipes
+def test_the_fast_recipe_grows_its_windows_and_retrain_trains_it():
+    from motion_matching.pipeline.settings import RetrainSettings
     from motion_matching.stepper.config import recipe_config
-    quality = recipe_config("quality")
-    assert (quality.first_window, quality.window_ramp, quality.window) == (2, 0.75, 20)
-    assert quality.window_at(0) == 2 and quality.window_at(quality.iterations - 1) == 20
+    fast = recipe_config("fast")
+    assert (fast.first_window, fast.window_ramp, fast.window) == (2, 0.75, 20)
+    assert fast.window_at(0) == 2 and fast.window_at(fast.iterations - 1) == 20
     toolkit = recipe_config("toolkit")
-    assert quality.batch_size * quality.iterations >= toolkit.batch_size * toolkit.iterations
-    assert "quality" in network_recipes("stepper")
-    settings = RetrainSettings(recipes={"stepper": "quality"})
-    assert settings.config("stepper") == quality and settings.note("stepper") is None
-    assert RetrainSettings(recipe="fast").config("stepper") == recipe_config("fast")
+    assert fast.batch_size * fast.iterations >= toolkit.batch_size * toolkit.iterations
+    assert RetrainSettings(recipe="fast").config("stepper") == fast
+    preview = RetrainSettings(recipe="preview")
+    assert preview.config("stepper") == recipe_config("preview") and preview.note("stepper") is None
+    assert preview.config("stepper").first_window is None

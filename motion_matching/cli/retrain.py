@@ -87,7 +87,9 @@ def summary_lines(results):
 @click.option("--out", "out_dir", type=OUTPUT_FOLDER, metavar="FOLDER", default=".", show_default=True,
               help="Folder for the runtime files (the toolkit's resources/, say), retrain.json and retrain/.")
 @click.option("--recipe", type=click.Choice(RECIPE_NAMES), default=DEFAULT_RECIPE, show_default=True,
-              help="Every network's recipe (a network without it trains its toolkit recipe, saying so).")
+              help="Every network's recipe: fast (minutes; each measured at least as good as the toolkit's), "
+                   "preview (a first look in a fraction of that) or toolkit (hours); a network without it trains "
+                   "its nearest, saying so.")
 @_network_options
 @click.option("--cache-queries", type=click.IntRange(min=1), default=DEFAULT_CACHE_QUERIES, show_default=True,
               help="Queries of the projector's neighbour cache.")

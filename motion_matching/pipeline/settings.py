@@ -1,7 +1,8 @@
 """What a retrain run trains: one recipe for every network, per-network recipes and iterations on top.
 
 Torch-free, so that ``mm-projector retrain --help`` answers at once. A network that has no recipe of the
-asked name trains its ``toolkit`` recipe, and ``note`` says so.
+asked name trains the nearest it has (``preview``: its ``fast`` one; otherwise its ``toolkit`` one), and
+``note`` says so.
 """
 import dataclasses
 import typing
@@ -13,8 +14,9 @@ from motion_matching.stepper import config as stepper_config
 from motion_matching.toolkit import recipe as toolkit_recipe
 
 NETWORKS = {"decompressor": decompressor_config, "projector": projector_recipes, "stepper": stepper_config}
-RECIPE_NAMES = ("fast", "toolkit")
+RECIPE_NAMES = ("fast", "preview", "toolkit")
 DEFAULT_RECIPE = "fast"
+NEAREST_RECIPE = {"preview": "fast"}  # what a network without the asked recipe trains (else: toolkit)
 DEFAULT_CACHE_QUERIES = toolkit_recipe.QUERIES  # what both projector recipes draw: 16,000,000
 HOW_NOT_WHAT = ("threads",)  # settings that never make a stage rerun: a thread count changes no file's meaning
 
@@ -51,9 +53,11 @@ class RetrainSettings:
         return self.recipes.get(network) or self.recipe
 
     def recipe_of(self, network):
-        """The recipe name (str) ``network`` trains: the asked one, or ``toolkit`` where it has no such recipe."""
-        asked = self.asked_recipe(network)
-        return asked if asked in network_recipes(network) else "toolkit"
+        """The recipe name (str) ``network`` trains: the asked one, or the nearest it has."""
+        asked, offered = self.asked_recipe(network), network_recipes(network)
+        while asked not in offered:
+            asked = NEAREST_RECIPE.get(asked, "toolkit")
+        return asked
 
     def config(self, network):
         """The network's training config (its package's ``recipe_config`` with this run's overrides)."""

@@ -63,16 +63,15 @@ class StepperConfig(CommonConfig):
 
 RECIPES = {
     "toolkit": {},
-    # the best of three candidates against toolkit at equal short budgets (benchmarks/bench_stepper.py,
-    # docs/stepper.md); not yet against the toolkit recipe run to the end. 3,000 iterations: 4 min 55 s on one core
-    # of the busy 2-core machine (10,000 frames). float32: the rollout compounds 19 steps' rounding, and
-    # bfloat16 made a step only ~5% faster here
-    "fast": {"batch_size": 128, "iterations": 3_000, "lr": 0.003, "schedule": "cosine", "warmup": 50},
     # ahead of the toolkit recipe run to the end on every measure, in two seeds (docs/stepper.md, "Growing
     # windows"): 16.4 M windows (the anchor's 16.0 M), three quarters of them shorter than 20 frames; about 19
-    # minutes on 2 cores with bfloat16, 0.095 of the toolkit script's median time beside it (0.108 of its fastest)
-    "quality": {"batch_size": 512, "iterations": 32_000, "lr": 0.004, "schedule": "cosine", "warmup": 200,
-                "precision": "auto", "first_window": 2, "window_ramp": 0.75},
+    # minutes on 2 cores with bfloat16, 0.095 of the toolkit script's median time beside it (0.108 of its fastest).
+    # Sessions 16-18 called it "quality"
+    "fast": {"batch_size": 512, "iterations": 32_000, "lr": 0.004, "schedule": "cosine", "warmup": 200,
+             "precision": "auto", "first_window": 2, "window_ramp": 0.75},
+    # the fast recipe before session 19, a sixth of its time: the best of three candidates against toolkit at
+    # equal short budgets (benchmarks/bench_stepper.py), a first look, short of the toolkit's quality
+    "preview": {"batch_size": 128, "iterations": 3_000, "lr": 0.003, "schedule": "cosine", "warmup": 50},
 }
 
 
