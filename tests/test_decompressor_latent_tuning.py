@@ -110,3 +110,11 @@ def test_a_run_stopped_at_or_after_the_switch_continues_to_the_same_bytes(tmp_pa
     assert train_decompressor(config, **paths).steps == 20
     for name in ("decompressor.bin", "latent.bin"):
         assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "straight" / "run" / name).read_bytes(), name
+
+
+def test_how_often_the_files_are_written_changes_no_byte_of_the_last_ones(tmp_path):
+    # the fast recipe writes them less often than the script: a save draws nothing and trains nothing
+    _, rare = small_run(tmp_path / "rare", iterations=20, save_every=50, **TUNED)
+    _, often = small_run(tmp_path / "often", iterations=20, save_every=3, **TUNED)
+    for name in ("decompressor.bin", "latent.bin"):
+        assert (tmp_path / "rare" / "run" / name).read_bytes() == (tmp_path / "often" / "run" / name).read_bytes()
