@@ -118,3 +118,24 @@ def test_how_often_the_files_are_written_changes_no_byte_of_the_last_ones(tmp_pa
     _, often = small_run(tmp_path / "often", iterations=20, save_every=3, **TUNED)
     for name in ("decompressor.bin", "latent.bin"):
         assert (tmp_path / "rare" / "run" / name).read_bytes() == (tmp_path / "often" / "run" / name).read_bytes()
+
+
+def test_the_latents_iterations_compute_in_their_own_precision_auto_resolved_like_the_runs(tmp_path, monkeypatch):
+    from motion_matching.decompressor import train as train_module
+    from motion_matching.training.step import native_bfloat16, with_resolved_precision
+
+    with pytest.raises(ValueError, match="latent_precision must be one of float32, bfloat16, auto"):
+        DecompressorConfig(latent_precision="half")
+    resolved = with_resolved_precision(DecompressorConfig(latent_precision="auto"), torch.device("cpu"))
+    assert resolved.latent_precision == ("bfloat16" if native_bfloat16(torch.device("cpu")) else "float32")
+    assert with_resolved_precision(DecompressorConfig()).latent_precision is None
+    seen = []
+    losses = train_module.fast_decompressor_losses
+
+    def recording(module, gnd, X, parents, forward, Zgnd=None):
+        seen.append((Zgnd is not None, forward.precision))
+        return losses(module, gnd, X, parents, forward, Zgnd=Zgnd)
+
+    monkeypatch.setattr(train_module, "fast_decompressor_losses", recording)
+    small_run(tmp_path, iterations=8, precision="bfloat16", latent_precision="float32", **TUNED)
+    assert seen == [(False, "bfloat16")] * 4 + [(True, "float32")] * 4

@@ -5,7 +5,7 @@ decompressor.bin and latent.bin every 1,000 iterations, 512 hidden units, 32 lat
 import dataclasses
 import typing
 
-from motion_matching.training.config import COMMON_NUMERIC_FIELDS, CommonConfig, config_with_recipe, field
+from motion_matching.training.config import COMMON_NUMERIC_FIELDS, PRECISIONS, CommonConfig, config_with_recipe, field
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13,9 +13,10 @@ class DecompressorConfig(CommonConfig):
     """Hyperparameters of one decompressor training run (frozen; torch-free, for ``--help``)."""
 
     NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "compressor_hidden", "latent_share", "latent_batch_size",
-                                              "latent_lr_scale")
+                                              "latent_lr_scale", "latent_precision")
     POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden", "compressor_hidden", "latent_batch_size")
     FINITE_FIELDS = CommonConfig.FINITE_FIELDS + (("latent_lr_scale", 0.0), ("latent_share", None))
+    PRECISION_FIELDS = CommonConfig.PRECISION_FIELDS + ("latent_precision",)
 
     hidden: int = field(512, "Width of the compressor's and decompressor's hidden layers")
     # the compressor only makes latent.bin and never reaches the runtime, so a recipe may narrow it alone
@@ -29,6 +30,10 @@ class DecompressorConfig(CommonConfig):
                                                     "[default: --batch-size]", type=int)
     latent_lr_scale: float = field(10.0, "Learning rate of the frames' latents in those iterations, as a "
                                    "multiple of the schedule's")
+    # bfloat16's 8-bit mantissa limits how close a fine-tuned pose gets: real motion capture is reconstructed
+    # to hundredths of a centimetre
+    latent_precision: typing.Optional[str] = field(None, "Arithmetic of those last iterations: float32, bfloat16 "
+                                                   "or auto [default: --precision]", choices=PRECISIONS)
 
     def __post_init__(self):
         super().__post_init__()

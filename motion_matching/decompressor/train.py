@@ -73,6 +73,7 @@ class _Run(TrainingRun):
         self.start(module, self.update.optimizer)
         self.latent_path = os.path.join(out_dir, LATENT_NAME)
         self.forward = PrecisionForward(config.precision, self.device.type)
+        self.latent_forward = PrecisionForward(config.latent_precision or config.precision, self.device.type)
         # the fast step's loss computes all bones of a tree level at once; the toolkit step keeps the script's order
         self.objective = fast_decompressor_losses if config.step == "fast" else decompressor_losses
         self.whole_database = None  # the compressor's input for every frame, made at the first save
@@ -101,7 +102,7 @@ class _Run(TrainingRun):
             if self.watch is not None:
                 self.watch.new_pace()
         latent = self.module.frame_latent[frames.to(self.device)]
-        terms, _ = self.objective(self.module, gnd, X, self.inputs.parents, self.forward, Zgnd=latent)
+        terms, _ = self.objective(self.module, gnd, X, self.inputs.parents, self.latent_forward, Zgnd=latent)
         self.update(terms.loss, self.tuned)
         return LossTerms(*(term.detach() for term in terms))
 

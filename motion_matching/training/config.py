@@ -38,6 +38,7 @@ class CommonConfig:
     POSITIVE_FIELDS: typing.ClassVar[tuple] = ("iterations", "batch_size", "lr_decay_every", "save_every",
                                                "checkpoint_every", "threads")
     FINITE_FIELDS: typing.ClassVar[tuple] = (("lr", 0.0), ("lr_decay", 0.0), ("weight_decay", None))
+    PRECISION_FIELDS: typing.ClassVar[tuple] = ("precision",)  # "auto" in these is resolved by the device
 
     iterations: int = field(toolkit_recipe.ITERATIONS, "Training iterations (optimiser steps)")
     batch_size: int = field(toolkit_recipe.BATCH_SIZE, "Samples per iteration")
@@ -88,8 +89,10 @@ class CommonConfig:
             raise ValueError(f"warmup must be at least 0, not {self.warmup}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        for name in self.PRECISION_FIELDS:
+            value = getattr(self, name)
+            if value not in PRECISIONS and not (value is None and name != "precision"):
+                raise ValueError(f"{name} must be one of {', '.join(PRECISIONS)}, not {value!r}")
         if not 0 <= self.seed < 2 ** 63:
             raise ValueError(f"seed must be between 0 and 2**63 - 1, not {self.seed}")
         for name, low in self.FINITE_FIELDS:

@@ -72,12 +72,13 @@ def _cpu_flag(name):
 
 
 def with_resolved_precision(config, device=None):
-    """``config`` with ``precision`` "auto" replaced by what a run on ``device`` (default: ``config.device``)
-    computes: "bfloat16" where ``native_bfloat16``, else "float32"."""
-    if config.precision != "auto":
+    """``config`` with each precision field (``config.PRECISION_FIELDS``) "auto" replaced by what a run on
+    ``device`` (default: ``config.device``) computes: "bfloat16" where ``native_bfloat16``, else "float32"."""
+    automatic = [name for name in config.PRECISION_FIELDS if getattr(config, name) == "auto"]
+    if not automatic:
         return config
     native = native_bfloat16(torch.device(config.device) if device is None else device)
-    return dataclasses.replace(config, precision="bfloat16" if native else "float32")
+    return dataclasses.replace(config, **{name: "bfloat16" if native else "float32" for name in automatic})
 
 
 def make_optimizer(parameters, config):
