@@ -139,3 +139,12 @@ def test_the_latents_iterations_compute_in_their_own_precision_auto_resolved_lik
     monkeypatch.setattr(train_module, "fast_decompressor_losses", recording)
     small_run(tmp_path, iterations=8, precision="bfloat16", latent_precision="float32", **TUNED)
     assert seen == [(False, "bfloat16")] * 4 + [(True, "float32")] * 4
+
+
+def test_the_latents_windows_reach_the_last_frame_which_the_scripts_windows_never_do(tmp_path):
+    files = generate.generate_files(tmp_path, nframes=1200)
+    inputs = load_inputs(files["database"], files["features"])
+    source = WindowBatches(inputs, batch_size=4096, later_from=1, later_batch_size=4096)
+    scripts, latents = source.next()[2], source.next()[2]
+    assert scripts.max() == 1198 and scripts.min() == 0  # frame 1199 is in no window of the script's
+    assert latents.max() == 1199 and latents.min() == 0

@@ -11,9 +11,10 @@ TRAINED_ON = ("Ypos", "Ytxy", "Yvel", "Yang", "Qpos", "Qxfm", "Qtxy", "Qvel", "Q
 
 
 class WindowBatches(WindowDraws):
-    """Batches of ``batch_size`` windows (``later_batch_size`` from iteration ``later_from`` on); ``next()``
-    returns ``(gnd, X, frames)``: name -> (B, W, ...) tensors of the ground truth, the features (B, W, n), on
-    ``device``, and the frame indices (B, W) int64 on the CPU."""
+    """Batches of ``batch_size`` windows (``later_batch_size`` from iteration ``later_from`` on, drawn from every
+    window, the last one too: each frame's latent trains only on the windows it is in); ``next()`` returns
+    ``(gnd, X, frames)``: name -> (B, W, ...) tensors of the ground truth, the features (B, W, n), on ``device``,
+    and the frame indices (B, W) int64 on the CPU."""
 
     def __init__(self, inputs, *, batch_size, device="cpu", window=WINDOW, later_from=None, later_batch_size=None):
         super().__init__(nframes=inputs.nframes, batch_size=batch_size, window=window, device=device)
@@ -32,7 +33,7 @@ class WindowBatches(WindowDraws):
         """The next batch, gathered on the CPU (the draws are the CPU generator's) and moved to the device."""
         later = self.later_from is not None and self.drawn >= self.later_from
         self.batch_size, self.drawn = self.sizes[later], self.drawn + 1
-        batch = self.indices()
+        batch = self.indices(every_frame=later)
         rows = self.frames.index_select(0, batch.reshape(-1)).to(self.device)
         parts = rows.split([math.prod(shape) for shape in self.shapes], dim=1)
         # contiguous, as a gather of each array gives them: later reductions then sum in the same order

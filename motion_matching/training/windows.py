@@ -21,7 +21,8 @@ class WindowDraws:
     def seek(self, step):
         """Nothing to do: torch's generator holds the stream's position (a resumed run restored it)."""
 
-    def indices(self):
-        """The next batch's frame indices (B, W) int64: one ``torch.randint`` draw of window starts."""
-        starts = torch.randint(0, self.nwindows, size=[self.batch_size])
+    def indices(self, *, every_frame=False):
+        """The next batch's frame indices (B, W) int64: one ``torch.randint`` draw of window starts. The scripts'
+        starts never reach the last window, so the last frame is in none; ``every_frame`` draws it too."""
+        starts = torch.randint(0, self.nwindows + every_frame, size=[self.batch_size])
         return starts[:, None] + self.offsets
