@@ -177,7 +177,8 @@ def _plot(network, anchor_rows, curves, path):
     for curve_path in curves:
         with open(curve_path, encoding="utf-8") as stream:
             curve = json.load(stream)
-        series.append((f"{curve['recipe']} ({curve['rows'][-1]['iterations']:,} its)", curve["rows"]))
+        name = os.path.splitext(os.path.basename(curve_path))[0]  # two runs of one recipe read apart
+        series.append((f"{curve['recipe']} ({curve['rows'][-1]['iterations']:,} its): {name}", curve["rows"]))
     names = [name for name, _, _ in _measures(anchor_rows[-1])]
     columns = 3
     rows_needed = -(-len(names) // columns)
