@@ -114,10 +114,11 @@ def test_a_given_eta_replaces_tqdms_which_assumes_every_unit_costs_the_same():
 
 
 def test_a_training_bar_shows_the_runs_own_eta():
+    import types
+
     from motion_matching.cli.train import training_progress
-    from motion_matching.training.run import Progress
 
     stream = io.StringIO()
-    training_progress(ProgressBar(unit="it", stream=stream, clock=Clock()))(
-        Progress(step=10, iterations=40, loss=1.0, rolling_loss=1.0, lr=0.004, rate=2.0, eta=125.0))
+    report = types.SimpleNamespace(step=10, iterations=40, loss=1.0, rolling_loss=1.0, lr=0.004, rate=2.0, eta=125.0)
+    training_progress(ProgressBar(unit="it", stream=stream, clock=Clock()))(report)  # a training.run.Progress
     assert "<02:05," in stream.getvalue()
