@@ -46,9 +46,9 @@ def _trained_frames(tmp_path, monkeypatch, **settings):
     from motion_matching.stepper import train as stepper_train
     seen, losses = [], stepper_train.stepper_losses
 
-    def recording(module, Xgnd, Zgnd, forward):
+    def recording(module, Xgnd, Zgnd, *rest):
         seen.append(Xgnd.clone())
-        return losses(module, Xgnd, Zgnd, forward)
+        return losses(module, Xgnd, Zgnd, *rest)
     with monkeypatch.context() as patch:
         patch.setattr(stepper_train, "stepper_losses", recording)
         small_run(tmp_path, **settings)

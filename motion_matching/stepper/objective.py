@@ -25,15 +25,22 @@ class LossTerms(typing.NamedTuple):
     zvel: torch.Tensor
 
 
-def rollout(module, X0, Z0, *, frames, forward):
-    """Step ``module`` from ``X0`` (B, nfeatures) and ``Z0`` (B, nlatent) for ``frames - 1`` frames; returns
-    ``(Xtil, Ztil)`` (B, frames, ...), the first frame ``X0``/``Z0`` themselves."""
-    nfeatures = X0.shape[-1]
+def next_frame(module, X, Z, forward):
+    """``(X, Z)`` one frame on: frames ``X`` (B, nfeatures) and ``Z`` (B, nlatent) plus the velocities
+    ``module`` predicts from them, integrated over ``DT``."""
+    output = velocities(module, X, Z, forward)
+    return X + DT * output[:, :X.shape[-1]], Z + DT * output[:, X.shape[-1]:]
+
+
+def rollout(module, X0, Z0, *, frames, forward, advance=next_frame):
+    """Step ``module`` from ``X0`` (B, nfeatures) and ``Z0`` (B, nlatent) for ``frames - 1`` frames with
+    ``advance`` (``next_frame`` or a compiled form of it); returns ``(Xtil, Ztil)`` (B, frames, ...), the
+    first frame ``X0``/``Z0`` themselves."""
     Xtil, Ztil = [X0], [Z0]
     for _ in range(1, frames):
-        output = velocities(module, Xtil[-1], Ztil[-1], forward)
-        Xtil.append(Xtil[-1] + DT * output[:, :nfeatures])
-        Ztil.append(Ztil[-1] + DT * output[:, nfeatures:])
+        X, Z = advance(module, Xtil[-1], Ztil[-1], forward)
+        Xtil.append(X)
+        Ztil.append(Z)
     return torch.stack(Xtil, dim=1), torch.stack(Ztil, dim=1)
 
 
@@ -42,10 +49,12 @@ def frame_velocities(values):
     return (values[:, 1:] - values[:, :-1]) / DT
 
 
-def stepper_losses(module, Xgnd, Zgnd, forward):
-    """``(LossTerms, (Xtil, Ztil))`` of the rollout over windows ``Xgnd`` (B, W, nfeatures) and ``Zgnd``
-    (B, W, nlatent)."""
-    Xtil, Ztil = rollout(module, Xgnd[:, 0], Zgnd[:, 0], frames=Xgnd.shape[1], forward=forward)
+def stepper_losses(module, Xgnd, Zgnd, forward, advance=next_frame):
+    """``(LossTerms, (Xtil, Ztil))`` of the rollout (frames stepped by ``advance``) over windows ``Xgnd``
+    (B, W, nfeatures) and ``Zgnd`` (B, W, nlatent)."""
+    # the first frames copied out of the windows: one memory layout whatever the window, for a compiled advance
+    X0, Z0 = Xgnd[:, 0].contiguous(), Zgnd[:, 0].contiguous()
+    Xtil, Ztil = rollout(module, X0, Z0, frames=Xgnd.shape[1], forward=forward, advance=advance)
     # every velocity before any loss term: autograd sums the gradients reaching Xtil and Ztil in the order
     # of the operations that made them, so this order gives the script's gradients to the last bit
     Xgnd_vel, Zgnd_vel, Xtil_vel, Ztil_vel = (frame_velocities(values) for values in (Xgnd, Zgnd, Xtil, Ztil))

@@ -15,10 +15,11 @@ from motion_matching.stepper.batches import WindowBatches
 from motion_matching.stepper.config import StepperConfig
 from motion_matching.stepper.inputs import load_inputs
 from motion_matching.stepper.model import Stepper, stepper_network
-from motion_matching.stepper.objective import LossTerms, stepper_losses
+from motion_matching.stepper.objective import LossTerms, next_frame, stepper_losses
 from motion_matching.threads import Sample
 from motion_matching.toolkit import formats
 from motion_matching.toolkit.overwrite import png_writer, refuse_existing, writer_tag
+from motion_matching.training.compiled import compile_note, compiled, with_resolved_compile
 from motion_matching.training.notes import log_run_notes
 from motion_matching.training.run import TrainingRun, prepare, train, training_folder
 from motion_matching.training.step import OptimiserStep, PrecisionForward
@@ -44,10 +45,14 @@ class _Run(TrainingRun):
     TENSORBOARD_PREFIX = "stepper"
 
     def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None, plots=False):
+        self.requested_compile = config.compiled_rollout
         super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
                          checkpoint_path=os.path.join(out_dir, CHECKPOINT_NAME), progress=progress,
                          tensorboard=tensorboard, on_step=on_step)
-        config = self.config
+        # "auto": what this device can compile; resolved before a checkpoint's settings are compared with it
+        self.config = config = with_resolved_compile(self.config, "compiled_rollout", self.device)
+        self.compile_note = compile_note(self.requested_compile, config.compiled_rollout, "--compiled-rollout")
+        self.advance = compiled(next_frame, "--compiled-rollout") if config.compiled_rollout == "on" else next_frame
         module = make_stepper(inputs, config).to(self.device)
         self.update = OptimiserStep(module, config)
         self.start(module, self.update.optimizer)
@@ -74,7 +79,7 @@ class _Run(TrainingRun):
         frames = self.config.window_at(self.step)
         if frames < Xgnd.shape[1]:
             Xgnd, Zgnd = Xgnd[:, :frames].contiguous(), Zgnd[:, :frames].contiguous()
-        terms, _ = stepper_losses(self.module, Xgnd, Zgnd, self.forward)
+        terms, _ = stepper_losses(self.module, Xgnd, Zgnd, self.forward, self.advance)
         self.update(terms.loss)
         return LossTerms(*(term.detach() for term in terms))
 
@@ -123,7 +128,7 @@ def train_stepper(config=None, *, database_path, features_path, latent_path, out
         continued = prepare(run, resume=resume, force=force, sample=sample)
         run.source = source = WindowBatches(inputs, batch_size=config.batch_size, window=config.window,
                                             device=run.device)
-        log_run_notes(run, continued=continued)
+        log_run_notes(run, continued=continued, notes=(run.compile_note,))
         stack.callback(run.close)
         train(run, source)
         return run.result()
