@@ -74,9 +74,10 @@ class StepperConfig(CommonConfig):
 
 RECIPES = {
     "toolkit": {},
-    # ahead of the toolkit recipe run to the end on every measure, in two seeds (docs/stepper.md, "Growing
-    # windows"): 16.4 M windows (the anchor's 16.0 M), three quarters of them shorter than 20 frames; about 19
-    # minutes on 2 cores with bfloat16, 0.095 of the toolkit script's median time beside it (0.108 of its fastest).
+    # ahead of the toolkit recipe run to the end on every measure, in three seeds (docs/stepper.md, "Growing
+    # windows"): 16.4 M windows (the anchor's 16.0 M), three quarters of them shorter than 20 frames; 19-32
+    # minutes on 2 cores with bfloat16, 0.095 of the toolkit script's median time beside it on one host, 0.117-0.143
+    # on others (its step is matrix products, the script's is Python: the ratio is the host's).
     # Sessions 16-18 called it "quality"
     "fast": {"batch_size": 512, "iterations": 32_000, "lr": 0.004, "schedule": "cosine", "warmup": 200,
              "precision": "auto", "first_window": 2, "window_ramp": 0.75},
