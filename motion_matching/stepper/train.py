@@ -45,13 +45,13 @@ class _Run(TrainingRun):
     TENSORBOARD_PREFIX = "stepper"
 
     def __init__(self, config, inputs, *, out_dir, progress, tensorboard, on_step=None, plots=False):
-        self.requested_compile = config.compiled_rollout
+        requested_compile = config.compiled_rollout
         super().__init__(config, inputs, out_dir=out_dir, network_path=os.path.join(out_dir, NETWORK_NAME),
                          checkpoint_path=os.path.join(out_dir, CHECKPOINT_NAME), progress=progress,
                          tensorboard=tensorboard, on_step=on_step)
         # "auto": what this device can compile; resolved before a checkpoint's settings are compared with it
         self.config = config = with_resolved_compile(self.config, "compiled_rollout", self.device)
-        self.compile_note = compile_note(self.requested_compile, config.compiled_rollout, "--compiled-rollout")
+        self.compile_note = compile_note(requested_compile, config.compiled_rollout, "--compiled-rollout")
         self.advance = compiled(next_frame, "--compiled-rollout") if config.compiled_rollout == "on" else next_frame
         module = make_stepper(inputs, config).to(self.device)
         self.update = OptimiserStep(module, config)
