@@ -11,7 +11,9 @@ only every 1,000 iterations, so a run continued in a new ``--work`` could not ma
 stepper, the ``latent.bin`` and ``decompressor.bin`` it trains on. ``--work`` (any folder) holds the
 50,000-frame synthetic database (made again where missing, and refused if its hashes differ from the state's),
 the run and the snapshots (the script's files, copied every ``--snapshot-every`` iterations and after the
-script's last save).
+script's last save). ``--data`` trains on a folder's own database.bin and features.bin instead (the shared LaFAN1
+motion capture: ``--data ../shared/fixtures/reference-features --state benchmarks/anchors/stepper-lafan``); the
+state keeps the folder, relative to the repository, and the files' hashes.
 
     python benchmarks/anchor.py train decompressor --work /tmp/anchor     # Ctrl-C (kill -TERM) stops it
     python benchmarks/anchor.py save decompressor --work /tmp/anchor      # measure snapshots, keep the checkpoint
@@ -43,6 +45,7 @@ STATE_CHECKPOINT = "checkpoint.pt"
 SAVE_EVERY = 1000  # both scripts write their runtime files after iteration 0 and every 1,000 after it
 STATE_OUTPUTS = "outputs"
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPOSITORY = os.path.dirname(HERE)
 
 
 class Network:
@@ -125,15 +128,20 @@ def _copy_atomically(source, target):
     os.replace(target + ".tmp", target)
 
 
-def checked_inputs(work, log, frames, *, tolerated=()):
-    """The synthetic database.bin and features.bin in ``work`` (made where missing), checked against the hashes
-    the log recorded (recorded now if it has none); returns their paths. A name in ``tolerated`` ("database")
-    may differ: numpy's SIMD paths change database.bin's last bits from one CPU to another (docs/data.md)."""
+def checked_inputs(work, log, frames, *, data=None, tolerated=()):
+    """database.bin and features.bin, checked against the hashes the log recorded (recorded now if it has none);
+    returns their paths. They are ``data``'s (a folder of the user's, real motion capture say) where given, else
+    the synthetic ones in ``work`` (made where missing). A name in ``tolerated`` ("database") may differ: numpy's
+    SIMD paths change the synthetic database.bin's last bits from one CPU to another (docs/data.md)."""
     from motion_matching.data import generate
 
-    folder = os.path.join(work, "data")
+    folder = data or os.path.join(work, "data")
     paths = {"database": os.path.join(folder, "database.bin"), "features": os.path.join(folder, "features.bin")}
-    if not all(os.path.exists(path) for path in paths.values()):
+    if data is not None:
+        missing = [path for path in paths.values() if not os.path.exists(path)]
+        if missing:
+            raise click.ClickException(f"{missing[0]}: no such file (--data needs database.bin and features.bin)")
+    elif not all(os.path.exists(path) for path in paths.values()):
         os.makedirs(folder, exist_ok=True)
         made = generate.generate_files(folder, nframes=frames)
         paths = {"database": made["database"], "features": made["features"]}
@@ -202,6 +210,24 @@ def _network_argument(function):
     return click.argument("network", type=click.Choice(["decompressor", "stepper"]))(function)
 
 
+def _data_option(function):
+    return click.option("--data", type=click.Path(file_okay=False, exists=True), default=None,
+                        help="Train on this folder's database.bin and features.bin instead of the synthetic ones "
+                             "(first run only; the state keeps the folder).")(function)
+
+
+def anchor_data(log, data=None):
+    """The data folder (a path) of the anchor whose log is ``log``, or None for the synthetic database: the
+    folder it was started on, which ``data`` (given) must be. The log keeps it relative to the repository, so
+    ``../shared`` beside any clone finds it again."""
+    if log.get("inputs") is None:
+        return data
+    kept = log.get("data") and os.path.normpath(os.path.join(REPOSITORY, log["data"]))
+    if data is not None and (kept is None or os.path.abspath(data) != os.path.abspath(kept)):
+        raise click.UsageError(f"--data {data}: this anchor was started on {kept or 'the synthetic database'}")
+    return kept
+
+
 def state_folder(network, state):
     return state or os.path.join(HERE, "anchors", network)
 
@@ -216,13 +242,14 @@ def main():
 @click.option("--work", type=click.Path(file_okay=False), required=True, help="Folder for data, run and snapshots.")
 @_state_option
 @click.option("--frames", type=click.IntRange(min=1200), default=50_000, show_default=True)
+@_data_option
 @click.option("--iterations", type=click.IntRange(min=1), default=ANCHOR_ITERATIONS, show_default=True)
 @click.option("--snapshot-every", type=click.IntRange(min=1000), default=25_000, show_default=True)
 @click.option("--latent", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The stepper's latent.bin (first run only).")
 @click.option("--decompressor", type=click.Path(dir_okay=False, exists=True), default=None,
               help="The decompressor.bin of that latent (first run only).")
-def train(network, work, state, frames, iterations, snapshot_every, latent, decompressor):
+def train(network, work, state, frames, data, iterations, snapshot_every, latent, decompressor):
     """Train (or continue) an anchor run."""
     from motion_matching.cli.progress import ProgressBar, training_note
     from motion_matching.decompressor.config import recipe_config
@@ -236,7 +263,8 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
     network, state = Network(network), state_folder(network, state)
     os.makedirs(state, exist_ok=True)
     log = read_log(state)
-    paths = checked_inputs(work, log, frames)
+    data = anchor_data(log, data)
+    paths = checked_inputs(work, log, frames, data=data)
     _state_inputs(network, state, {"latent.bin": latent, "decompressor.bin": decompressor})
     run_dir = os.path.join(work, "run")
     os.makedirs(run_dir, exist_ok=True)
@@ -247,8 +275,8 @@ def train(network, work, state, frames, iterations, snapshot_every, latent, deco
                 shutil.copyfile(os.path.join(state, STATE_OUTPUTS, name), os.path.join(run_dir, name))
         shutil.copyfile(kept, checkpoint)
         click.echo(f"continuing from the kept checkpoint {kept}", err=True)
-    log.update(frames=frames, iterations=iterations, command=" ".join(sys.argv), machine=platform.machine(),
-               cpu_count=os.cpu_count())
+    log.update(frames=None if data else frames, data=data and os.path.relpath(os.path.abspath(data), REPOSITORY),
+               iterations=iterations, command=" ".join(sys.argv), machine=platform.machine(), cpu_count=os.cpu_count())
     checkpoint_every = recipe_config("toolkit").checkpoint_every
     recorder = Recorder(network, state, run_dir, os.path.join(work, "snapshots"), log,
                         iterations=iterations, snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
@@ -276,7 +304,7 @@ def save(network, work, state):
     """Measure the snapshots not yet measured and keep the run's checkpoint (and its runtime files) in the state."""
     network, state = Network(network), state_folder(network, state)
     log, quality = read_log(state), read_log(state, QUALITY_NAME)
-    paths = checked_inputs(work, log, log.get("frames", 50_000))
+    paths = checked_inputs(work, log, log.get("frames") or 50_000, data=anchor_data(log))
     for step in sorted(log["snapshots"], key=int):
         folder = os.path.join(work, "snapshots", f"{int(step):07d}")
         if step in quality or not os.path.isdir(folder):
@@ -309,7 +337,8 @@ def report(network, state, json_path, png_path):
         click.echo(f"{row['iterations']:>8,} its {row['seconds'] / 3600:6.2f} h  {network.describe(row)}")
     with open(json_path, "w", encoding="utf-8") as stream:
         json.dump({"network": network.name, "recipe": "toolkit (--exact-toolkit)", "frames": log.get("frames"),
-                   "finished": log.get("finished", False), "command": log.get("command"), "rows": rows},
+                   "data": log.get("data"), "finished": log.get("finished", False), "command": log.get("command"),
+                   "rows": rows},
                   stream, indent=2)
         stream.write("\n")
     if png_path and rows:

@@ -26,7 +26,7 @@ import sys
 import time
 
 import click
-from anchor import QUALITY_NAME, Network, checked_inputs, read_log, state_folder
+from anchor import QUALITY_NAME, Network, anchor_data, checked_inputs, read_log, state_folder
 
 from motion_matching.fingerprint import file_sha256
 from motion_matching.interrupts import interrupts_exit
@@ -71,7 +71,7 @@ def run(network, work, state, recipe, iterations, threads, points, settings, thi
         raise click.UsageError(f"{run_dir} exists: give a fresh --work (a curve is one unbroken run)")
     steps, seconds = set(_snapshot_steps(config.iterations, config.save_every, points)), {}
     started = time.perf_counter()
-    paths = checked_inputs(work, log, log.get("frames", 50_000),
+    paths = checked_inputs(work, log, log.get("frames") or 50_000, data=anchor_data(log),
                            tolerated=("database",) if this_machines_database else ())
 
     def on_step(step, module):

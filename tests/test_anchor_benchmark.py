@@ -103,3 +103,42 @@ def test_a_run_stopped_kept_and_continued_in_a_new_work_folder_ends_with_the_unb
     assert f"pos {row['position_error_cm']['mean']:.3f} cm" in saved.output
     assert 0 < row["position_error_cm"]["mean"] <= row["position_error_cm"]["max"]
     assert 0 <= row["contact_accuracy"] <= 1 and math.isfinite(row["loss"])
+
+
+def test_an_anchor_on_a_folder_of_its_own_keeps_that_folder_and_refuses_another(tmp_path):
+    from motion_matching.data import generate
+
+    data, other, incomplete = tmp_path / "data", tmp_path / "other", tmp_path / "incomplete"
+    for folder in (data, other):
+        folder.mkdir()
+        generate.generate_files(str(folder), nframes=1200)
+    incomplete.mkdir()
+    shutil.copyfile(data / "database.bin", incomplete / "database.bin")
+
+    state = tmp_path / "state"
+    trained = subprocess.run([*train_command(tmp_path / "work", state), "--data", str(data)], capture_output=True,
+                             text=True, env=ENVIRONMENT, timeout=TIMEOUT)
+    assert trained.returncode == 0, trained.stderr
+    assert not (tmp_path / "work" / "data").exists()  # no synthetic database made beside the given one
+    log = json.loads((state / "anchor_log.json").read_text())
+    assert log["frames"] is None
+    assert pathlib.Path(anchor.REPOSITORY, log["data"]).resolve() == data.resolve()
+    assert log["inputs"]["features"] == anchor.file_sha256(str(data / "features.bin"))
+
+    refused = CliRunner().invoke(anchor.main, ["train", "decompressor", "--work", str(tmp_path / "work"),
+                                               "--state", str(state), "--data", str(other), *SMALL])
+    assert refused.exit_code == 2
+    assert f"--data {other}: this anchor was started on {data}" in refused.output
+
+    missing = CliRunner().invoke(anchor.main, ["train", "decompressor", "--work", str(tmp_path / "fresh"),
+                                               "--state", str(tmp_path / "fresh-state"), "--data", str(incomplete),
+                                               *SMALL])
+    assert missing.exit_code == 1
+    assert missing.output.strip().splitlines() == [
+        f"Error: {incomplete / 'features.bin'}: no such file (--data needs database.bin and features.bin)"]
+
+    reported = CliRunner().invoke(anchor.main, ["report", "decompressor", "--state", str(state), "--json",
+                                                str(tmp_path / "report.json")])
+    assert reported.exit_code == 0, reported.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert (report["frames"], report["data"], report["finished"]) == (None, log["data"], True)
