@@ -3,24 +3,27 @@ iterations, batch 32) run to the end once with ``--exact-toolkit`` (byte-identic
 ``tests/test_decompressor_script_parity.py``, ``tests/test_stepper_script_parity.py``), resumable across sessions
 and machines, with its quality against training time.
 
-A session's machine keeps no file outside the repository, so an anchor's state lives in it (``--state``, default
-``benchmarks/anchors/<network>``): ``anchor_log.json`` (the training seconds at each checkpoint and snapshot,
-the inputs' SHA-256), ``anchor_quality.json`` (each snapshot's measured quality, written by ``save``), the last
-``checkpoint.pt`` with, in ``outputs/``, the runtime files the run had written by then (the script writes them
-only every 1,000 iterations, so a run continued in a new ``--work`` could not make them again) and, for the
-stepper, the ``latent.bin`` and ``decompressor.bin`` it trains on. ``--work`` (any folder) holds the
-50,000-frame synthetic database (made again where missing, and refused if its hashes differ from the state's),
-the run and the snapshots (the script's files, copied every ``--snapshot-every`` iterations and after the
-script's last save). ``--data`` trains on a folder's own database.bin and features.bin instead (the shared LaFAN1
-motion capture: ``--data ../shared/fixtures/reference-features --state benchmarks/anchors/stepper-lafan``); the
-state keeps the folder, relative to the repository, and the files' hashes.
+A session's machine keeps no file outside the repository, and a session may be cut off at any moment, so an
+anchor's state lives in it (``--state``, default ``benchmarks/anchors/<network>``) and the training process keeps
+it current: ``anchor_log.json`` (the training seconds at each checkpoint and snapshot, the inputs' SHA-256),
+``anchor_quality.json`` (each snapshot's quality, measured as soon as the snapshot is taken, its seconds not
+counted as training), the last ``checkpoint.pt`` (copied at each of the run's checkpoints, on Ctrl-C and at the
+end) with, in ``outputs/``, the runtime files the run had written by then (the script writes them only every
+1,000 iterations, so a run continued in a new ``--work`` could not make them again) and, for the stepper, the
+``latent.bin`` and ``decompressor.bin`` it trains on. ``--work`` (any folder) holds the 50,000-frame synthetic
+database (made again where missing, and refused if its hashes differ from the state's), the run and the
+snapshots (the script's files, copied every ``--snapshot-every`` iterations and after the script's last save).
+``--data`` trains on a folder's own database.bin and features.bin instead (the shared LaFAN1 motion capture:
+``--data ../shared/fixtures/reference-features --state benchmarks/anchors/stepper-lafan``); the state keeps the
+folder, relative to the repository, and the files' hashes.
 
     python benchmarks/anchor.py train decompressor --work /tmp/anchor     # Ctrl-C (kill -TERM) stops it
-    python benchmarks/anchor.py save decompressor --work /tmp/anchor      # measure snapshots, keep the checkpoint
+    python benchmarks/anchor.py save decompressor --work /tmp/anchor      # measure any snapshot left unmeasured
     python benchmarks/anchor.py report decompressor \\
         --json benchmarks/results/decompressor-anchor.json --png benchmarks/results/decompressor-anchor.png
 
-``train`` continues from the run's checkpoint in ``--work``, else from the state's. It treats SIGTERM as Ctrl-C
+``train`` continues from the run's checkpoint in ``--work``, else from the state's; a state that records
+training but keeps no checkpoint (a run from before the state kept one) starts over. It treats SIGTERM as Ctrl-C
 (a background job ignores SIGINT, the shell's rule): ``kill -TERM`` writes a checkpoint at the step it is on.
 The stepper's anchor is given its latent once (``--latent`` and ``--decompressor``, kept in its state): the
 decompressor the pipeline pairs it with, so the fast stepper is judged on the same inputs.
@@ -28,6 +31,7 @@ decompressor the pipeline pairs it with, so the fast stepper is judged on the sa
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import sys
@@ -40,7 +44,7 @@ from motion_matching.interrupts import interrupts_exit
 
 ANCHOR_ITERATIONS = 500_000
 LOG_NAME = "anchor_log.json"  # written by the training process only
-QUALITY_NAME = "anchor_quality.json"  # written by `save` only: a running anchor rewrites its log from memory
+QUALITY_NAME = "anchor_quality.json"  # apart from the log, which a running anchor rewrites from memory
 STATE_CHECKPOINT = "checkpoint.pt"
 SAVE_EVERY = 1000  # both scripts write their runtime files after iteration 0 and every 1,000 after it
 STATE_OUTPUTS = "outputs"
@@ -166,27 +170,63 @@ def _state_inputs(network, state, given):
             raise click.UsageError(f"{source}: differs from the {kept} this anchor trains on")
 
 
-class Recorder:
-    """``on_step``: snapshots of the runtime files and the training seconds at each checkpoint."""
+def keep_checkpoint(network, run_dir, state):
+    """Copy the run's checkpoint and the runtime files it had written by then into ``state`` (atomically);
+    returns the kept checkpoint's path, or None where the run has no checkpoint yet."""
+    checkpoint = os.path.join(run_dir, network.checkpoint_name)
+    if not os.path.exists(checkpoint):
+        return None
+    os.makedirs(os.path.join(state, STATE_OUTPUTS), exist_ok=True)
+    for name in network.outputs:
+        if os.path.exists(os.path.join(run_dir, name)):
+            _copy_atomically(os.path.join(run_dir, name), os.path.join(state, STATE_OUTPUTS, name))
+    kept = os.path.join(state, STATE_CHECKPOINT)
+    _copy_atomically(checkpoint, kept)
+    return kept
 
-    def __init__(self, network, state, run_dir, snapshots, log, *, iterations, snapshot_every, checkpoint_every):
+
+def measure_snapshot(network, folder, paths, state):
+    """``network.measure`` leaving the random generators as it found them: inside a training process the
+    toolkit's batches draw from numpy's and torch's global streams, which an exact run must not see moved."""
+    import numpy as np
+    import torch
+
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        return network.measure(folder, paths, state)
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+
+
+class Recorder:
+    """``on_step``: at each snapshot the runtime files copied and measured, at each checkpoint the training
+    seconds and the checkpoint kept in the state. Measuring does not count as training time."""
+
+    def __init__(self, network, state, run_dir, snapshots, log, paths, *, iterations, snapshot_every,
+                 checkpoint_every):
         self.network, self.state, self.run_dir, self.snapshots, self.log = network, state, run_dir, snapshots, log
+        self.paths, self.quality = paths, read_log(state, QUALITY_NAME)
         self.iterations, self.snapshot_every, self.checkpoint_every = iterations, snapshot_every, checkpoint_every
         self.base = self.started = None
+        self.measuring = 0.0  # seconds this session spent measuring snapshots
         self.last = None  # (step, seconds) of the last step: a Ctrl-C checkpoint is written after it
 
-    def interrupted(self):
-        """Record the seconds of the step a Ctrl-C checkpoint holds, so the next session counts on from it."""
+    def stopped(self):
+        """After Ctrl-C or the last step: record the seconds of the step the checkpoint holds, so the next session
+        counts on from it, and keep that checkpoint."""
         if self.last is not None:
             self.log["seconds_at"][str(self.last[0])] = self.last[1]
             _write_log(self.state, self.log)
+        keep_checkpoint(self.network, self.run_dir, self.state)
 
     def __call__(self, step, module):
         now = time.perf_counter()
         if self.started is None:  # the first step of this session: continue the count of the checkpoint before it
             self.base = self.log["seconds_at"].get(str(step - 1), 0.0)
             self.started = now
-        seconds = self.base + now - self.started
+        seconds = self.base + now - self.started - self.measuring
         self.last = (step, seconds)
         last_save = (self.iterations - 1) // SAVE_EVERY * SAVE_EVERY
         if (step - 1) % self.snapshot_every == 0 or step - 1 == last_save:  # the script has just written its files
@@ -196,9 +236,13 @@ class Recorder:
                 shutil.copyfile(os.path.join(self.run_dir, name), os.path.join(folder, name))
             self.log["snapshots"][str(step)] = {"seconds": seconds}
             _write_log(self.state, self.log)
+            self.quality[str(step)] = measure_snapshot(self.network, folder, self.paths, self.state)
+            _write_log(self.state, self.quality, QUALITY_NAME)
+            self.measuring += time.perf_counter() - now
         if step % self.checkpoint_every == 0:
             self.log["seconds_at"][str(step)] = seconds
             _write_log(self.state, self.log)
+            keep_checkpoint(self.network, self.run_dir, self.state)
 
 
 def _state_option(function):
@@ -275,10 +319,16 @@ def train(network, work, state, frames, data, iterations, snapshot_every, latent
                 shutil.copyfile(os.path.join(state, STATE_OUTPUTS, name), os.path.join(run_dir, name))
         shutil.copyfile(kept, checkpoint)
         click.echo(f"continuing from the kept checkpoint {kept}", err=True)
+    elif not os.path.exists(checkpoint) and (log["seconds_at"] or log["snapshots"]):
+        click.echo(f"{state}: records {max(map(int, log['seconds_at'] or log['snapshots'])):,} iterations but keeps "
+                   "no checkpoint: starting over from iteration 0", err=True)
+        log.update(seconds_at={}, snapshots={}, finished=False)
+        _write_log(state, log)
+        _write_log(state, {}, QUALITY_NAME)
     log.update(frames=None if data else frames, data=data and os.path.relpath(os.path.abspath(data), REPOSITORY),
                iterations=iterations, command=" ".join(sys.argv), machine=platform.machine(), cpu_count=os.cpu_count())
     checkpoint_every = recipe_config("toolkit").checkpoint_every
-    recorder = Recorder(network, state, run_dir, os.path.join(work, "snapshots"), log,
+    recorder = Recorder(network, state, run_dir, os.path.join(work, "snapshots"), log, paths,
                         iterations=iterations, snapshot_every=snapshot_every, checkpoint_every=checkpoint_every)
     bar = ProgressBar(unit="it", label="anchor ")
     try:
@@ -286,14 +336,14 @@ def train(network, work, state, frames, data, iterations, snapshot_every, latent
                                                                    iterations=iterations), on_step=recorder,
                       progress=lambda report: bar(report.step, report.iterations, training_note(report)))
     except TrainingInterrupted:
-        recorder.interrupted()
+        recorder.stopped()
         bar.close()
-        click.echo("interrupted: run the same command to continue; `save` keeps the checkpoint", err=True)
+        click.echo(f"interrupted: run the same command to continue; {state} keeps the checkpoint", err=True)
         sys.exit(130)
     bar.close()
     log["finished"] = True
-    _write_log(state, log)
-    click.echo(f"finished: {iterations:,} iterations; run `save {network.name}` to measure and keep it")
+    recorder.stopped()
+    click.echo(f"finished: {iterations:,} iterations, measured and kept in {state}")
 
 
 @main.command()
@@ -301,7 +351,8 @@ def train(network, work, state, frames, data, iterations, snapshot_every, latent
 @click.option("--work", type=click.Path(file_okay=False, exists=True), required=True)
 @_state_option
 def save(network, work, state):
-    """Measure the snapshots not yet measured and keep the run's checkpoint (and its runtime files) in the state."""
+    """Measure the snapshots not yet measured and keep the run's checkpoint (and its runtime files) in the state:
+    what ``train`` does as it goes, for a run from before it did."""
     network, state = Network(network), state_folder(network, state)
     log, quality = read_log(state), read_log(state, QUALITY_NAME)
     paths = checked_inputs(work, log, log.get("frames") or 50_000, data=anchor_data(log))
@@ -312,14 +363,9 @@ def save(network, work, state):
         quality[step] = network.measure(folder, paths, state)
         click.echo(f"{int(step):>8,} its  {network.describe(quality[step])}")
         _write_log(state, quality, QUALITY_NAME)
-    checkpoint = os.path.join(work, "run", network.checkpoint_name)
-    if os.path.exists(checkpoint):
-        os.makedirs(os.path.join(state, STATE_OUTPUTS), exist_ok=True)
-        for name in network.outputs:
-            if os.path.exists(os.path.join(work, "run", name)):
-                _copy_atomically(os.path.join(work, "run", name), os.path.join(state, STATE_OUTPUTS, name))
-        _copy_atomically(checkpoint, os.path.join(state, STATE_CHECKPOINT))
-        click.echo(f"kept {checkpoint} as {os.path.join(state, STATE_CHECKPOINT)}")
+    kept = keep_checkpoint(network, os.path.join(work, "run"), state)
+    if kept is not None:
+        click.echo(f"kept {os.path.join(work, 'run', network.checkpoint_name)} as {kept}")
 
 
 @main.command()
