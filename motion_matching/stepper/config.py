@@ -18,7 +18,8 @@ EVALUATION_SEED = 1234  # evaluate-stepper's: the offset of its evenly spaced wi
 class StepperConfig(CommonConfig):
     """Hyperparameters of one stepper training run (frozen; torch-free, for ``--help``)."""
 
-    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "window", "first_window", "window_ramp", "compiled_rollout")
+    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "window", "first_window", "window_ramp", "compiled_rollout",
+                                              "clip_windows")
     POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden",)
 
     hidden: int = field(512, "Width of the stepper's two hidden layers")
@@ -29,6 +30,9 @@ class StepperConfig(CommonConfig):
               "steps) [default: --window throughout]", type=int)
     window_ramp: float = field(0.0, "Fraction of the iterations over which windows grow from --first-window to "
                                     "--window")
+    clip_windows: bool = field(False, "Draw only windows inside one clip of database.bin, each clip's last one "
+                                      "included (the toolkit's draw lets windows straddle two clips and never reaches "
+                                      "the last frame)")
 
     compiled_rollout: str = field(
         "off", "Step the rollout's frames with torch.compile: on, off, or auto (on for the fast step where a "
@@ -42,6 +46,8 @@ class StepperConfig(CommonConfig):
                              f"{self.compiled_rollout!r}")
         if self.exact_toolkit and self.compiled_rollout == "on":
             raise ValueError("--exact-toolkit steps the rollout as the script does: leave out --compiled-rollout")
+        if self.exact_toolkit and self.clip_windows:
+            raise ValueError("--exact-toolkit draws the script's windows: leave out --clip-windows")
         if self.window < 2:
             raise ValueError(f"window must be at least 2, not {self.window}")
         if not math.isfinite(self.window_ramp) or not 0 <= self.window_ramp <= 1:

@@ -25,7 +25,7 @@ from motion_matching.errors import InvalidFile
 from motion_matching.stepper.config import EVALUATION_SEED as DEFAULT_SEED
 from motion_matching.stepper.config import EVALUATION_WINDOWS as DEFAULT_WINDOWS
 from motion_matching.stepper.config import WINDOW
-from motion_matching.stepper.inputs import load_inputs
+from motion_matching.stepper.inputs import clip_window_starts, load_inputs
 from motion_matching.stepper.model import stepper_from_network
 from motion_matching.stepper.objective import LossTerms, stepper_losses
 from motion_matching.toolkit import formats
@@ -44,8 +44,7 @@ def window_starts(ranges, *, window=WINDOW, limit=DEFAULT_WINDOWS, seed=DEFAULT_
     windows there are (int): every start whose ``window`` frames lie inside one clip of ``ranges`` (``(starts,
     stops)``), or, where there are more than ``limit``, ``limit`` of them evenly spaced from an offset drawn
     with ``seed``."""
-    every = np.concatenate([np.zeros(0, np.int64)] + [np.arange(int(start), int(stop) - window + 1, dtype=np.int64)
-                                                      for start, stop in zip(*ranges)])
+    every = clip_window_starts(ranges, window)
     if len(every) <= limit:
         return every, len(every)
     offset = np.random.default_rng(seed).random()
@@ -88,8 +87,6 @@ class PoseDecoding:
             self.alone = torch.cat([self.errors_cm(block, self.inputs.X[block], latent[block])
                                     for block in torch.split(frames, FRAMES_PER_BLOCK)]).numpy()
 
-        self.module = load_decompressor(path, nfeatures=self.inputs.X.shape[1], nlatent=latent.shape[1],
-                                        nbones=self.inputs.nbones)
     def errors_cm(self, frames, X, Z):
         """World position error (N, B-1), cm, of each non-root joint of the poses decoded from features ``X``
         (N, nfeatures) and latent ``Z`` (N, nlatent) against the database's frames ``frames`` (N,), whose

@@ -36,6 +36,13 @@ class Inputs(typing.NamedTuple):
         return self.X.shape[0]
 
 
+def clip_window_starts(ranges, window):
+    """Every first frame (int64 numpy, ascending) of a ``window``-frame window inside one clip of ``ranges``
+    (``(starts, stops)``), each clip's last window included."""
+    return np.concatenate([np.zeros(0, np.int64)] + [np.arange(int(start), int(stop) - window + 1, dtype=np.int64)
+                                                     for start, stop in zip(*ranges)])
+
+
 def normalisation(X, Z):
     """The script's ``stepper_mean_in``, ``stepper_std_in``, ``stepper_mean_out`` and ``stepper_std_out`` of
     features ``X`` and latent ``Z`` (float32 numpy): a dict of float32 vectors of nfeatures + nlatent."""

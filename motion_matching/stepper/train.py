@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from motion_matching.atomic import check_folder_name
-from motion_matching.stepper.batches import WindowBatches
+from motion_matching.stepper.batches import WindowBatches, clip_starts
 from motion_matching.stepper.config import StepperConfig
 from motion_matching.stepper.inputs import load_inputs
 from motion_matching.stepper.model import Stepper, stepper_network
@@ -122,12 +122,13 @@ def train_stepper(config=None, *, database_path, features_path, latent_path, out
     check_folder_name(out_dir)
     sample = Sample()  # other processes' load, measured while the run sets up
     inputs = load_inputs(database_path, features_path, latent_path, window=config.window)
+    starts = clip_starts(inputs, config.window) if config.clip_windows else None  # refused before the folder is made
     with training_folder(out_dir) as stack:
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, tensorboard=tensorboard, on_step=on_step,
                    plots=plots)
         continued = prepare(run, resume=resume, force=force, sample=sample)
         run.source = source = WindowBatches(inputs, batch_size=config.batch_size, window=config.window,
-                                            device=run.device)
+                                            device=run.device, starts=starts)
         log_run_notes(run, continued=continued, notes=(run.compile_note,))
         stack.callback(run.close)
         train(run, source)
