@@ -28,7 +28,7 @@ def test_the_setting_is_off_in_every_recipe_refused_with_exact_toolkit_and_kept_
     assert numeric_differences(StepperConfig(), StepperConfig(clip_windows=True)) == ["clip_windows"]
 
 
-def _batches(tmp_path, clip_windows=False):
+def _batches(tmp_path, **settings):
     torch = pytest.importorskip("torch", reason="the batches are torch tensors")
     from stepper_helpers import FRAMES
 
@@ -37,8 +37,9 @@ def _batches(tmp_path, clip_windows=False):
     from motion_matching.stepper.inputs import load_inputs
     files = generate.generate_files(tmp_path, nframes=FRAMES)
     inputs = load_inputs(files["database"], files["features"], files["latent"], window=20)
-    starts = clip_starts(inputs, 20) if clip_windows else None
-    return torch, inputs, WindowBatches(inputs, batch_size=4096, window=20, starts=starts)
+    config = StepperConfig(**settings)
+    starts = clip_starts(inputs, config) if config.clip_windows else None
+    return torch, inputs, WindowBatches(inputs, batch_size=4096, window=20, starts=starts, window_at=config.window_at)
 
 
 def test_clip_windows_draw_inside_the_clips_up_to_each_clips_last_frame(tmp_path):
@@ -59,6 +60,20 @@ def test_clip_windows_draw_inside_the_clips_up_to_each_clips_last_frame(tmp_path
     assert inputs.nframes - 1 not in toolkit
     clip = np.searchsorted(starts, toolkit[:, 0], side="right") - 1
     assert (toolkit[:, -1] >= stops[clip]).any()
+
+
+def test_growing_clip_windows_draw_windows_of_each_iterations_length_up_to_each_clips_last_frame(tmp_path):
+    settings = {"clip_windows": True, "first_window": 2, "window_ramp": 0.5, "iterations": 10}
+    torch, inputs, batches = _batches(tmp_path, **settings)
+    config = StepperConfig(**settings)
+    stops = set(np.asarray(inputs.ranges[1]).tolist())
+    torch.manual_seed(0)
+    for step in range(config.iterations):
+        X, Z = batches.next()
+        assert X.shape[1] == Z.shape[1] == config.window_at(step)
+    batches.seek(0)
+    drawn = torch.cat([batches.indices() for _ in range(8)])  # iteration 0's length, 32,768 draws
+    assert drawn.shape[1] == 2 and {stop - 1 for stop in stops} <= set(drawn[:, -1].tolist())  # every clip's end
 
 
 def test_a_database_without_a_clip_of_a_window_is_refused_in_one_line(tmp_path, monkeypatch):

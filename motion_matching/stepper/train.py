@@ -122,13 +122,14 @@ def train_stepper(config=None, *, database_path, features_path, latent_path, out
     check_folder_name(out_dir)
     sample = Sample()  # other processes' load, measured while the run sets up
     inputs = load_inputs(database_path, features_path, latent_path, window=config.window)
-    starts = clip_starts(inputs, config.window) if config.clip_windows else None  # refused before the folder is made
+    starts = clip_starts(inputs, config) if config.clip_windows else None  # refused before the folder is made
     with training_folder(out_dir) as stack:
         run = _Run(config, inputs, out_dir=out_dir, progress=progress, tensorboard=tensorboard, on_step=on_step,
                    plots=plots)
         continued = prepare(run, resume=resume, force=force, sample=sample)
         run.source = source = WindowBatches(inputs, batch_size=config.batch_size, window=config.window,
-                                            device=run.device, starts=starts)
+                                            device=run.device, starts=starts, window_at=config.window_at)
+        source.seek(run.step)
         log_run_notes(run, continued=continued, notes=(run.compile_note,))
         stack.callback(run.close)
         train(run, source)
