@@ -19,7 +19,7 @@ class StepperConfig(CommonConfig):
     """Hyperparameters of one stepper training run (frozen; torch-free, for ``--help``)."""
 
     NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "window", "first_window", "window_ramp", "compiled_rollout",
-                                              "clip_windows")
+                                              "clip_windows", "float32_tail")
     POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden",)
 
     hidden: int = field(512, "Width of the stepper's two hidden layers")
@@ -33,6 +33,10 @@ class StepperConfig(CommonConfig):
     clip_windows: bool = field(False, "Draw only windows inside one clip of database.bin, each clip's last one "
                                       "included (the toolkit's draw lets windows straddle two clips and never reaches "
                                       "the last frame)")
+
+    float32_tail: float = field(0.0, "Fraction of the iterations, the run's last, whose products compute in float32 "
+                                     "whatever --precision says: bfloat16 rounds each value to about 0.4%, the "
+                                     "floor of a small database the stepper learns closer than that")
 
     compiled_rollout: str = field(
         "off", "Step the rollout's frames with torch.compile: on, off, or auto (on for the fast step where a "
@@ -48,6 +52,10 @@ class StepperConfig(CommonConfig):
             raise ValueError("--exact-toolkit steps the rollout as the script does: leave out --compiled-rollout")
         if self.exact_toolkit and self.clip_windows:
             raise ValueError("--exact-toolkit draws the script's windows: leave out --clip-windows")
+        if not math.isfinite(self.float32_tail) or not 0 <= self.float32_tail <= 1:
+            raise ValueError(f"float32_tail must be between 0 and 1, not {self.float32_tail}")
+        if self.exact_toolkit and self.float32_tail:
+            raise ValueError("--exact-toolkit computes in float32 throughout: leave out --float32-tail")
         if self.window < 2:
             raise ValueError(f"window must be at least 2, not {self.window}")
         if not math.isfinite(self.window_ramp) or not 0 <= self.window_ramp <= 1:
@@ -67,7 +75,14 @@ class StepperConfig(CommonConfig):
 
     def iterations_shape_the_run(self):
         """As ``CommonConfig``'s; growing windows grow over a fraction of the iterations, so they count too."""
-        return super().iterations_shape_the_run() or self.first_window is not None
+        return super().iterations_shape_the_run() or self.first_window is not None or bool(self.float32_tail)
+
+    def precision_at(self, step):
+        """The products' arithmetic (str) of iteration ``step``: ``precision``, or float32 in the last
+        ``float32_tail`` of the iterations."""
+        if self.float32_tail and step >= self.iterations * (1.0 - self.float32_tail):
+            return "float32"
+        return self.precision
 
     def window_at(self, step):
         """Frames (int) of the windows iteration ``step`` trains on: ``window``, or during the ramp the

@@ -56,7 +56,8 @@ class _Run(TrainingRun):
         module = make_stepper(inputs, config).to(self.device)
         self.update = OptimiserStep(module, config)
         self.start(module, self.update.optimizer)
-        self.forward = PrecisionForward(config.precision, self.device.type)
+        self.forwards = {precision: PrecisionForward(precision, self.device.type)
+                         for precision in {config.precision, "float32"}}
         self.plots = plots
         self.cumulative_work = None
         if config.first_window is not None:  # a rollout costs its stepped frames: the work before each iteration
@@ -79,7 +80,8 @@ class _Run(TrainingRun):
         frames = self.config.window_at(self.step)
         if frames < Xgnd.shape[1]:
             Xgnd, Zgnd = Xgnd[:, :frames].contiguous(), Zgnd[:, :frames].contiguous()
-        terms, _ = stepper_losses(self.module, Xgnd, Zgnd, self.forward, self.advance)
+        forward = self.forwards[self.config.precision_at(self.step)]
+        terms, _ = stepper_losses(self.module, Xgnd, Zgnd, forward, self.advance)
         self.update(terms.loss)
         return LossTerms(*(term.detach() for term in terms))
 
