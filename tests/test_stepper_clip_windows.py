@@ -21,7 +21,7 @@ def test_clip_window_starts_are_every_start_whose_window_ends_inside_its_clip():
     assert clip_window_starts(RANGES, 46).size == 0
 
 
-def test_the_setting_is_off_in_every_recipe_refused_with_exact_toolkit_and_kept_by_a_resume():
+def test_the_setting_is_off_in_the_toolkit_fast_and_preview_recipes_refused_with_exact_toolkit_and_kept():
     assert not any(recipe_config(name).clip_windows for name in ("toolkit", "fast", "preview"))
     with pytest.raises(ValueError, match="--exact-toolkit draws the script's windows: leave out --clip-windows"):
         StepperConfig(exact_toolkit=True, clip_windows=True)
