@@ -19,26 +19,20 @@ import platform
 import sys
 
 import click
-import torch
 
 from motion_matching.stepper.config import WINDOW
-from motion_matching.stepper.evaluate import load_stepper, window_starts
+from motion_matching.stepper.evaluate import load_stepper, measure_windows, window_starts
 from motion_matching.stepper.inputs import load_inputs
-from motion_matching.stepper.objective import stepper_losses
-from motion_matching.training.step import PrecisionForward
 
 PRECISIONS = ("float32", "bfloat16")
 
 
 def rollout_errors(module, inputs, starts, precision):
     """``{"feature_l1", "latent_l1", "loss"}`` (floats) of ``module`` stepping the windows from ``starts`` with
-    its products in ``precision``."""
-    frames = torch.from_numpy(starts)[:, None] + torch.arange(WINDOW)
-    with torch.no_grad():
-        terms, (Xtil, Ztil) = stepper_losses(module, inputs.X[frames], inputs.Z[frames],
-                                             PrecisionForward(precision, "cpu"))
-    return {"feature_l1": float(torch.abs(Xtil - inputs.X[frames])[:, 1:].mean()),
-            "latent_l1": float(torch.abs(Ztil - inputs.Z[frames])[:, 1:].mean()), "loss": float(terms.loss)}
+    its products in ``precision``, measured as evaluate-stepper measures."""
+    measured = measure_windows(module, inputs, starts, precision=precision)
+    return {"feature_l1": float(measured["feature_l1"].mean()), "latent_l1": float(measured["latent_l1"].mean()),
+            "loss": float(measured["loss_terms"].loss)}
 
 
 def named(value):

@@ -99,11 +99,12 @@ class PoseDecoding:
         return 100.0 * torch.linalg.norm(decoded - self.truth[frames], dim=-1)[:, 1:]
 
 
-def stepped_blocks(module, inputs, starts, *, window=WINDOW):
+def stepped_blocks(module, inputs, starts, *, window=WINDOW, precision="float32"):
     """Yield, block by block of windows, ``(frames, Xtil, Ztil, terms)``: the windows' frame indices (n, window)
     tensor, the rollout's features (n, window, nfeatures) and latent (n, window, nlatent), the first frame the
-    database's own, and the toolkit's loss terms of the block (a ``LossTerms`` of floats)."""
-    forward = PrecisionForward("float32", "cpu")
+    database's own, and the toolkit's loss terms of the block (a ``LossTerms`` of floats); the matrix products in
+    ``precision`` (the runtime's float32 unless asked)."""
+    forward = PrecisionForward(precision, "cpu")
     with torch.no_grad():
         for at in range(0, len(starts), WINDOWS_PER_BLOCK):
             frames = torch.from_numpy(starts[at:at + WINDOWS_PER_BLOCK])[:, None] + torch.arange(window)
@@ -111,14 +112,14 @@ def stepped_blocks(module, inputs, starts, *, window=WINDOW):
             yield frames, Xtil, Ztil, LossTerms(*(float(term) for term in terms))
 
 
-def measure_windows(module, inputs, starts, decoding=None):
+def measure_windows(module, inputs, starts, decoding=None, precision="float32"):
     """The errors of the rollouts from ``starts``: a dict of numpy arrays, ``feature_l1`` and ``latent_l1``
     (N, WINDOW-1): each window's mean absolute error per value at horizons 1..WINDOW-1; with ``decoding`` (a
     ``PoseDecoding``) ``position_cm`` and ``decompressor_cm`` (N, WINDOW-1, B-1): each joint's error decoded from
     the stepped frame and from the database's; and ``loss_terms``, a ``LossTerms`` of floats over the windows."""
     parts = {name: [] for name in ("feature_l1", "latent_l1", "position_cm", "decompressor_cm")}
     sums = np.zeros(len(LossTerms._fields))
-    for frames, Xtil, Ztil, terms in stepped_blocks(module, inputs, starts):
+    for frames, Xtil, Ztil, terms in stepped_blocks(module, inputs, starts, precision=precision):
         parts["feature_l1"].append(torch.abs(Xtil - inputs.X[frames])[:, 1:].mean(dim=-1).numpy())
         parts["latent_l1"].append(torch.abs(Ztil - inputs.Z[frames])[:, 1:].mean(dim=-1).numpy())
         sums += np.array(terms) * len(frames)
