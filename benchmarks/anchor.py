@@ -40,7 +40,7 @@ import time
 import click
 
 from motion_matching.fingerprint import file_sha256
-from motion_matching.interrupts import interrupts_exit
+from motion_matching.interrupts import interrupted_exit, interrupts_exit
 
 ANCHOR_ITERATIONS = 500_000
 LOG_NAME = "anchor_log.json"  # written by the training process only
@@ -339,7 +339,7 @@ def train(network, work, state, frames, data, iterations, snapshot_every, latent
         recorder.stopped()
         bar.close()
         click.echo(f"interrupted: run the same command to continue; {state} keeps the checkpoint", err=True)
-        sys.exit(130)
+        sys.exit(interrupted_exit())
     bar.close()
     log["finished"] = True
     recorder.stopped()

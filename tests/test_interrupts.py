@@ -1,6 +1,7 @@
 """Ctrl-C at any moment of build-cache, train and demo (console script and toolkit-named scripts alike): one
 line on stderr, exit status 130, never a traceback or click's ``Aborted!``; what is on disk is complete or a
-resumable partial, and the same command run again finishes the work.
+resumable partial, and the same command run again finishes the work. SIGTERM the same, with status 143, also
+in a job started in the background (SIGINT ignored).
 
 The subprocess tests send SIGINT after a range of delays counted from the moment the guard that handles it,
 ``motion_matching.interrupts`` (two standard-library imports), is loaded: the interpreter's start-up and the
@@ -26,7 +27,7 @@ from click.testing import CliRunner
 
 from motion_matching import cache
 from motion_matching.cli import group, main
-from motion_matching.interrupts import INTERRUPTED_EXIT, INTERRUPTED_LINE
+from motion_matching.interrupts import INTERRUPTED_EXIT, INTERRUPTED_LINE, TERMINATED_EXIT
 from motion_matching.toolkit import formats
 from motion_matching.training.checkpoint import load_checkpoint
 
@@ -35,13 +36,17 @@ from conftest import needs_torch, write_small_toolkit_files
 ROOT = pathlib.Path(__file__).parent.parent
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGINT sent with os.kill is POSIX only")
 
-# the child: PROGRAM (a script's path or a module's name) runs as from a shell, and a timer sends SIGINT to the
-# process DELAY seconds after the harness has loaded it and the guard module. A Ctrl-C that lands in the
-# harness itself (before the program's first line or after its exit) voids the sample: status VOID.
+# the child: PROGRAM (a script's path or a module's name) runs as from a shell, and a timer sends SIGNAL (SIGINT,
+# or SIGTERM to a job that ignores SIGINT as one started in the background does) to the process DELAY seconds
+# after the harness has loaded it and the guard module. A signal that lands in the harness itself (before the
+# program's first line or after its exit) voids the sample: status VOID, or death by SIGTERM before the program
+# could handle it.
 CHILD = """
 import importlib.util, os, signal, sys, threading, traceback
 import motion_matching.interrupts
-delay, program, *arguments = sys.argv[1:]
+delay, signal_name, program, *arguments = sys.argv[1:]
+if signal_name == "SIGTERM":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 if program.endswith(".py") or os.sep in program:
     spec, path = None, program
     with open(program) as source:
@@ -51,7 +56,7 @@ else:
     path, code = spec.origin, spec.loader.get_code(program)
 sys.argv = [path, *arguments]
 namespace = {"__name__": "__main__", "__file__": path, "__spec__": spec, "__builtins__": __builtins__}
-timer = threading.Timer(float(delay), os.kill, (os.getpid(), signal.SIGINT))
+timer = threading.Timer(float(delay), os.kill, (os.getpid(), getattr(signal, signal_name)))
 timer.daemon = True
 try:
     timer.start()
@@ -68,23 +73,25 @@ TRAIN = ["--database", "", "--iterations", "300", "--hidden", "32", "--hidden-la
          "--checkpoint-every", "20", "--save-every", "5", "--held-out", "0", "--threads", "1", "--quiet"]
 
 
-def interrupted_after(delay, program, *arguments, cwd, env=None):
-    """Run ``program arguments`` in ``cwd``, SIGINT after ``delay`` seconds; returns (status, stderr lines),
-    running it again (with the delay halved, then doubled) when the signal landed in the harness."""
+def interrupted_after(delay, program, *arguments, cwd, env=None, signal_name="SIGINT"):
+    """Run ``program arguments`` in ``cwd``, ``signal_name`` after ``delay`` seconds; returns (status, stderr
+    lines), running it again (with the delay halved, then doubled) when the signal landed in the harness."""
+    void = (VOID, -signal.SIGTERM) if signal_name == "SIGTERM" else (VOID,)
     for attempt in (delay, delay / 2, delay * 2):
-        child = subprocess.run([sys.executable, "-c", CHILD, str(attempt), program, *arguments], cwd=cwd,
-                               capture_output=True, text=True, timeout=300, env=env)
-        if child.returncode != VOID:
+        child = subprocess.run([sys.executable, "-c", CHILD, str(attempt), signal_name, program, *arguments],
+                               cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+        if child.returncode not in void:
             return child.returncode, child.stderr.splitlines()
-    pytest.fail(f"SIGINT after {delay} s landed in the test's harness three times")
+    pytest.fail(f"{signal_name} after {delay} s landed in the test's harness three times")
 
 
-def assert_one_line_or_finished(status, lines, *, allowed=()):
-    """Status 0, or 130 with one interrupt line (the shared one or one starting with an ``allowed`` prefix)
-    last; the only other lines a quiet command may print are its notes (``note: ...``); never a traceback."""
-    assert status in (0, INTERRUPTED_EXIT), lines
+def assert_one_line_or_finished(status, lines, *, allowed=(), stopped=INTERRUPTED_EXIT):
+    """Status 0, or ``stopped`` (130, Ctrl-C's) with one interrupt line (the shared one or one starting with an
+    ``allowed`` prefix) last; the only other lines a quiet command may print are its notes (``note: ...``);
+    never a traceback."""
+    assert status in (0, stopped), lines
     assert all(_says_what_it_does(line) for line in lines[:-1]), lines
-    if status == INTERRUPTED_EXIT:
+    if status == stopped:
         assert lines[-1] == INTERRUPTED_LINE or lines[-1].startswith(tuple(allowed)), lines
     else:
         assert not lines or _says_what_it_does(lines[-1]), lines
@@ -112,13 +119,20 @@ def console_script():
     return path
 
 
-def test_build_cache_at_many_moments_stops_in_one_line_and_the_same_command_finishes(tmp_path):
+# SIGTERM (kill, a build machine's timeout) at fewer moments: the same handling as Ctrl-C's, exit status 143
+SIGNALS = {"SIGINT": (INTERRUPTED_EXIT, None), "SIGTERM": (TERMINATED_EXIT, 2)}
+
+
+@pytest.mark.parametrize("signal_name", SIGNALS)
+def test_build_cache_at_many_moments_stops_in_one_line_and_the_same_command_finishes(tmp_path, signal_name):
+    stopped, every = SIGNALS[signal_name]
     features_path, _ = write_small_toolkit_files(tmp_path)
     cache.build_cache(features_path, out=tmp_path / "reference.h5", nqueries=200_000, chunk_rows=10_000)
     program = console_script()
-    for delay in (0.02, 0.2, 0.6, 1.2, 2.0, 3.2, 4.5):
-        status, lines = interrupted_after(delay, program, *BUILD, cwd=tmp_path)
-        assert_one_line_or_finished(status, lines, allowed=("interrupted: ", "interrupted before the first chunk"))
+    for delay in (0.02, 0.2, 0.6, 1.2, 2.0, 3.2, 4.5)[::every]:
+        status, lines = interrupted_after(delay, program, *BUILD, cwd=tmp_path, signal_name=signal_name)
+        assert_one_line_or_finished(status, lines, allowed=("interrupted: ", "interrupted before the first chunk"),
+                                    stopped=stopped)
         partial = tmp_path / "projector_cache.h5.partial"
         if (tmp_path / "projector_cache.h5").exists():
             assert status == 0 or not partial.exists()  # published whole: no partial beside it
@@ -132,13 +146,15 @@ def test_build_cache_at_many_moments_stops_in_one_line_and_the_same_command_fini
         assert np.array_equal(built["nearest"][:], ref["nearest"][:])
 
 
-def test_train_script_at_many_moments_stops_in_one_line_and_the_same_command_finishes(tmp_path):
+@pytest.mark.parametrize("signal_name", SIGNALS)
+def test_train_script_at_many_moments_stops_in_one_line_and_the_same_command_finishes(tmp_path, signal_name):
     needs_torch()
+    stopped, every = SIGNALS[signal_name]
     write_small_toolkit_files(tmp_path, nframes=400)
     script = str(ROOT / "train_projector.py")
-    for delay in (0.05, 0.6, 1.5, 3.0, 5.0):
-        status, lines = interrupted_after(delay, script, *TRAIN, cwd=tmp_path)
-        assert_one_line_or_finished(status, lines, allowed=("interrupted after ", "interrupted; "))
+    for delay in (0.05, 0.6, 1.5, 3.0, 5.0)[::every]:
+        status, lines = interrupted_after(delay, script, *TRAIN, cwd=tmp_path, signal_name=signal_name)
+        assert_one_line_or_finished(status, lines, allowed=("interrupted after ", "interrupted; "), stopped=stopped)
         if (tmp_path / "projector_checkpoint.pt").exists():
             assert load_checkpoint(tmp_path / "projector_checkpoint.pt")["step"] <= 300
     again = subprocess.run([sys.executable, script, *TRAIN], cwd=tmp_path, capture_output=True, text=True)
@@ -282,3 +298,70 @@ def test_a_ctrl_c_in_a_finaliser_stops_the_command_with_the_one_line():
     assert (child.returncode, child.stderr) == (INTERRUPTED_EXIT, INTERRUPTED_LINE + "\n")
 
 
+
+
+def test_sigterm_to_a_background_training_saves_the_step_reached_and_the_same_command_ends_as_an_unbroken_run(
+        tmp_path):
+    """A job started in the background ignores SIGINT; SIGTERM (kill, a build machine's cancel) stops its training
+    at the next step boundary with a checkpoint of that step, not only the last periodic one."""
+    needs_torch()
+    from motion_matching.projector.config import TrainConfig
+    from motion_matching.projector.train import train_projector
+
+    from train_helpers import assert_identical_states
+
+    features_path, latent_path = write_small_toolkit_files(tmp_path, nframes=400)
+    settings = {"iterations": 3000, "hidden": 128, "hidden_layers": 1, "save_every": 5, "checkpoint_every": 100_000}
+    train_projector(TrainConfig(**settings, threads=1), features_path=features_path, latent_path=latent_path,
+                    out_dir=tmp_path / "unbroken", held_out_queries=0)
+    command = [sys.executable, "-c", "from motion_matching.cli import main; main()", "train", "--database", "",
+               "--iterations", "3000", "--hidden", "128", "--hidden-layers", "1", "--save-every", "5",
+               "--checkpoint-every", "100000", "--held-out", "0", "--threads", "1", "--quiet", "--out", "broken"]
+    network, stops = tmp_path / "broken" / "projector.bin", []
+    for _ in range(3):  # each stop lands at another moment of a step or between two
+        stops.append(terminated_training(command, cwd=tmp_path, network=network))
+    assert 0 < stops[0] < stops[1] < stops[2] < 3000, stops
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert network.read_bytes() == (tmp_path / "unbroken" / "projector.bin").read_bytes()
+    assert_identical_states(load_checkpoint(tmp_path / "broken" / "projector_checkpoint.pt"),
+                            load_checkpoint(tmp_path / "unbroken" / "projector_checkpoint.pt"))
+
+
+def terminated_training(command, *, cwd, network):
+    """Start (or continue) ``command``'s training as a background job (SIGINT ignored), SIGTERM it once it has
+    written ``network`` after a new iteration, and check its one line and its checkpoint; returns the step it
+    stopped at."""
+    checkpoint = network.with_name("projector_checkpoint.pt")
+    start = load_checkpoint(checkpoint)["step"] if checkpoint.exists() else 0
+    seen = network.stat().st_mtime_ns if network.exists() else None
+    child = subprocess.Popen(command, cwd=cwd, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    while child.poll() is None and not (network.exists() and network.stat().st_mtime_ns != seen):
+        time.sleep(0.01)  # polling for the file the run writes every few iterations
+    child.send_signal(signal.SIGINT)  # ignored, as in a background job
+    child.send_signal(signal.SIGTERM)
+    lines = child.communicate(timeout=120)[1].splitlines()
+    assert child.returncode == TERMINATED_EXIT, lines
+    assert len(lines) == 1 and lines[0].startswith("interrupted after ") and lines[0].endswith(
+        "run the same command again to continue"), lines
+    stopped_at = int(lines[0].split()[2].replace(",", ""))
+    assert start < stopped_at == load_checkpoint(checkpoint)["step"]
+    return stopped_at
+
+
+def test_the_outermost_guard_makes_sigterm_an_interrupt_and_puts_the_default_back(monkeypatch):
+    from motion_matching import interrupts
+
+    monkeypatch.setattr(interrupts, "_stop_signals", [])  # this process's record: the other tests' exits stay 130
+    interrupts_exit = interrupts.interrupts_exit
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with interrupts_exit():
+        handler = signal.getsignal(signal.SIGTERM)
+        with interrupts_exit():
+            assert signal.getsignal(signal.SIGTERM) is handler
+        assert signal.getsignal(signal.SIGTERM) is handler
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGTERM, None)
+        assert interrupts.interrupted_exit() == TERMINATED_EXIT
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

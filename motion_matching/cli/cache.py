@@ -8,7 +8,7 @@ import numpy as np
 
 from motion_matching import cache
 from motion_matching.cache.build import BuildInterrupted
-from motion_matching.cli.group import INTERRUPTED_EXIT, SEED, main, reports_errors, summary
+from motion_matching.cli.group import SEED, interrupted_exit, main, reports_errors, summary
 from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FILE
 from motion_matching.cli.progress import ProgressBar
 from motion_matching.neighbours.search import BACKENDS, DEFAULT_BACKEND
@@ -61,7 +61,7 @@ def build_cache_command(features_path, nqueries, seed, out, backend, threads, de
         except BuildInterrupted as stop:
             bar.close()
             click.echo(describe_interruption(stop), err=True)
-            sys.exit(INTERRUPTED_EXIT)
+            sys.exit(interrupted_exit())
         finally:
             bar.close()
     click.echo(describe_build(result, requested=nqueries))

@@ -5,7 +5,7 @@ import sys
 import click
 
 from motion_matching.cli.cache import log_levels
-from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.group import interrupted_exit, main, reports_errors, summary
 from motion_matching.cli.paths import OUTPUT_FOLDER
 from motion_matching.cli.retrain import StageDisplay, summary_lines
 from motion_matching.demo import DemoSettings, compare_with_reference, describe_duration, run_demo
@@ -72,7 +72,7 @@ def _run(out, settings, *, force):
     except KeyboardInterrupt:  # every file is written atomically; the pipeline's finished stages are recorded
         shown.close()
         click.echo(f"interrupted; the files in {out} are complete: run the same command again to continue", err=True)
-        sys.exit(INTERRUPTED_EXIT)
+        sys.exit(interrupted_exit())
 
 
 def _print_result(result, settings, busy):

@@ -8,8 +8,8 @@ import sys
 import click
 
 from motion_matching.errors import InvalidOption, MotionMatchingError
-from motion_matching.interrupts import INTERRUPTED_EXIT as INTERRUPTED_EXIT  # the commands' exit code
 from motion_matching.interrupts import exit_interrupted, interrupts_exit
+from motion_matching.interrupts import interrupted_exit as interrupted_exit  # the commands' exit status on a stop
 
 # the module of motion_matching.cli that registers each command, and the command's one-line summary
 # (its ``short_help``); a module is imported only when its command runs, so that ``--help`` and the

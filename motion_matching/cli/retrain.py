@@ -6,7 +6,7 @@ import sys
 import click
 
 from motion_matching.cli.cache import log_levels
-from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.group import interrupted_exit, main, reports_errors, summary
 from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FOLDER
 from motion_matching.cli.progress import ProgressBar, format_duration
 from motion_matching.cli.train import training_progress
@@ -134,4 +134,4 @@ def _run(out_dir, *, settings, quiet, **options):
         shown.close()
         click.echo(f"interrupted; the finished stages are recorded in {os.path.join(out_dir, STATE_NAME)}: "
                    "run the same command again to continue", err=True)
-        sys.exit(INTERRUPTED_EXIT)
+        sys.exit(interrupted_exit())

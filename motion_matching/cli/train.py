@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from motion_matching.cli.group import INTERRUPTED_EXIT, main, reports_errors, summary
+from motion_matching.cli.group import interrupted_exit, main, reports_errors, summary
 from motion_matching.cli.paths import INPUT_FILE, OUTPUT_FOLDER
 from motion_matching.cli.progress import ProgressBar, training_note
 from motion_matching.interrupts import exit_interrupted
@@ -133,7 +133,7 @@ def run_with_progress(train, *, quiet, resume, describe, label="train"):
         done = stop.result
         click.echo(f"interrupted after {done.steps:,} iterations; wrote {done.network_path} "
                    f"and {done.checkpoint_path}; {continue_advice(resume, done.checkpoint_path)}", err=True)
-        sys.exit(INTERRUPTED_EXIT)
+        sys.exit(interrupted_exit())
     except KeyboardInterrupt:  # outside an iteration boundary: files are written atomically, none is half-written
         bar.close()
         exit_interrupted()  # the line of every other moment: no file is half-written

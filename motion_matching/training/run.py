@@ -19,6 +19,7 @@ import torch
 
 from motion_matching.atomic import output_folder
 from motion_matching.errors import InvalidOption, MotionMatchingError
+from motion_matching.interrupts import note_stop_signal
 from motion_matching.neighbours.search import torch_threads
 from motion_matching.threads import RateWatch
 from motion_matching.training.checkpoint import save_checkpoint
@@ -59,7 +60,7 @@ class TrainResult:
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped training; ``result`` names the checkpoint and network written on the way out."""
+    """Ctrl-C (or SIGTERM) stopped training; ``result`` names the checkpoint and network written on the way out."""
 
     def __init__(self, result):
         super().__init__(f"interrupted after {result.steps} iterations")
@@ -221,22 +222,26 @@ class TrainingRun:
 
 @contextlib.contextmanager
 def deferred_interrupts(run):
-    """Turn Ctrl-C into a request honoured at the next step boundary, so no state is half-updated.
+    """Turn Ctrl-C and SIGTERM into a request honoured at the next step boundary, so no state is half-updated
+    and the checkpoint holds the step reached.
 
-    A process that ignores SIGINT (a job started in the background) keeps ignoring it.
+    A signal the process ignores (SIGINT in a job started in the background) stays ignored.
     """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def request_stop(signum, frame):
+        note_stop_signal(signum)
         run.stop_requested = True
 
-    previous = signal.signal(signal.SIGINT, request_stop)
+    deferred = [number for number in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(number) is not signal.SIG_IGN]
+    previous = {number: signal.signal(number, request_stop) for number in deferred}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def train(run, source):
