@@ -77,7 +77,7 @@ def test_a_run_stopped_and_continued_from_its_state_alone_ends_with_the_unbroken
     assert f"finished: {ITERATIONS:,} iterations, measured and kept in {tmp_path / 'unbroken-state'}" in unbroken.stdout
 
     work, state = tmp_path / "work", tmp_path / "state"
-    assert stop_with_sigterm(work, state, tmp_path / "stopped.err") == 130, (tmp_path / "stopped.err").read_text()
+    assert stop_with_sigterm(work, state, tmp_path / "stopped.err") == 143, (tmp_path / "stopped.err").read_text()
     assert "interrupted: run the same command to continue" in (tmp_path / "stopped.err").read_text()
     step = load_checkpoint(work / "run" / "decompressor_checkpoint.pt")["step"]
     assert 1 <= step < ITERATIONS
