@@ -300,7 +300,6 @@ def train(network, work, state, frames, data, iterations, snapshot_every, latent
     from motion_matching.training.run import TrainingInterrupted
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even in a background job, which ignores it
-    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
     if snapshot_every % SAVE_EVERY:
         raise click.BadParameter("must be a multiple of the scripts' save interval, 1,000",
                                  param_hint="--snapshot-every")

@@ -80,14 +80,14 @@ def interrupts_exit():
     in a finaliser (``_interrupt_again``), and SIGTERM is a ``KeyboardInterrupt`` (unless the process ignores
     it; the outermost block installs the handler and puts the previous one back)."""
     sys.unraisablehook = _interrupt_again
-    installed = _handle_terminate()
+    replaced = _handle_terminate()
     try:
         yield
     except KeyboardInterrupt:
         exit_interrupted()
     finally:
-        if installed is not None:
-            signal.signal(signal.SIGTERM, installed)
+        if replaced is not None:
+            signal.signal(signal.SIGTERM, replaced)
 
 
 def _handle_terminate():

@@ -35,7 +35,7 @@ TIMEOUT = 300
 
 
 def train_command(work, state):
-    """``anchor.py train``, run in a process of its own: it sets the SIGINT and SIGTERM handlers."""
+    """``anchor.py train``, run in a process of its own: it sets the SIGINT handler (the guard, SIGTERM's)."""
     return [sys.executable, ANCHOR, "train", "decompressor", "--work", str(work), "--state", str(state), *SMALL]
 
 
