@@ -355,7 +355,14 @@ def test_the_outermost_guard_makes_sigterm_an_interrupt_and_puts_the_default_bac
 
     monkeypatch.setattr(interrupts, "_stop_signals", [])  # this process's record: the other tests' exits stay 130
     interrupts_exit = interrupts.interrupts_exit
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    earlier = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as a command starts: whatever other tests left
+    try:
+        _check_guard(interrupts_exit, interrupts)
+    finally:
+        signal.signal(signal.SIGTERM, earlier)
+
+
+def _check_guard(interrupts_exit, interrupts):
     with interrupts_exit():
         handler = signal.getsignal(signal.SIGTERM)
         with interrupts_exit():
