@@ -294,6 +294,39 @@ def test_verify_without_the_checkpoints_checks_the_files_own_weights(copied):
     assert results[-1].quality.startswith("C and torch agree within ")
 
 
+def test_a_small_database_trains_the_steppers_small_recipe_unless_its_recipe_is_asked():
+    from motion_matching.stepper.config import SMALL_DATABASE_FRAMES, recipe_config
+
+    below, at = RetrainSettings().for_database(SMALL_DATABASE_FRAMES - 1), RetrainSettings().for_database(
+        SMALL_DATABASE_FRAMES)
+    assert below.recipe_of("stepper") == "small" and below.config("stepper") == recipe_config("small")
+    assert below.note("stepper") == (f"database.bin has {SMALL_DATABASE_FRAMES - 1:,} frames, fewer than "
+                                     f"{SMALL_DATABASE_FRAMES:,}: it trains its 'small' recipe, ahead of 'fast' "
+                                     "there (--stepper-recipe fast trains 'fast')")
+    assert at.recipe_of("stepper") == "fast" and at.note("stepper") is None
+    assert below.recipe_of("projector") == "fast" and below.recipe_of("decompressor") == "fast"
+    asked = RetrainSettings(recipes={"stepper": "fast"}).for_database(600)
+    assert asked.recipe_of("stepper") == "fast" and asked.note("stepper") is None
+    for recipe in ("toolkit", "preview"):
+        assert RetrainSettings(recipe=recipe).for_database(600).recipe_of("stepper") == recipe
+    assert RetrainSettings().recipe_of("stepper") == "fast"  # the database not read yet
+
+
+def test_retrain_on_a_small_database_says_the_stepper_trains_small_and_records_it(tmp_path):
+    database = save_database(tmp_path / "database.bin", 0)
+    command = ["retrain", "--database", str(database), "--out", str(tmp_path / "run"), *SMALL]
+    done = CliRunner().invoke(main, command)
+    assert done.exit_code == 0, done.output
+    assert (f"== stepper: runs (never run here); database.bin has {FRAMES} frames, fewer than 2,500: it trains its "
+            "'small' recipe, ahead of 'fast' there (--stepper-recipe fast trains 'fast')") in done.output.splitlines()
+    recorded = json.loads((tmp_path / "run" / "retrain.json").read_text())["stages"]["stepper"]["settings"]
+    assert (recorded["batch_size"], recorded["precision"], recorded["clip_windows"]) == (128, "float32", True)
+    again = CliRunner().invoke(main, [*command, "--stepper-recipe", "fast"])
+    assert again.exit_code == 0, again.output
+    assert "== stepper: runs (its settings changed)" in again.output.splitlines()
+    assert "fewer than 2,500" not in again.output
+
+
 def test_preview_trains_each_networks_preview_and_the_projectors_fast_saying_so():
     from motion_matching.decompressor.config import recipe_config as decompressor_recipe
     from motion_matching.projector.recipes import recipe_config as projector_recipe

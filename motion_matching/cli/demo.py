@@ -55,7 +55,7 @@ def demo(out, frames, recipe, iterations, threads, force):
 
 def _run(out, settings, *, force):
     """``run_demo`` with its step lines and the pipeline's stage lines and bars; Ctrl-C: one line, exit 130."""
-    shown = StageDisplay(settings.retrain_settings(), quiet=False)
+    shown = StageDisplay(quiet=False)
 
     def announce(step):
         shown.close()

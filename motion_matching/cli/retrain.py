@@ -38,14 +38,13 @@ class StageDisplay:
     """What the command shows while stages run: each stage's line, its progress bars (build-cache's and the
     training's, made anew for each stage) and a skipped stage's reason."""
 
-    def __init__(self, settings, *, quiet):
-        self.settings, self.quiet, self.cache, self.train = settings, quiet, None, None
+    def __init__(self, *, quiet):
+        self.quiet, self.cache, self.train = quiet, None, None
 
-    def announce(self, name, reason):
+    def announce(self, name, reason, note):
         self.close()
         self.cache = ProgressBar(unit="queries", label="build-cache", quiet=self.quiet)
         self.train = ProgressBar(unit="it", label=BAR_LABELS.get(name, name), quiet=self.quiet)
-        note = self.settings.note(name) if reason is not None else None
         if not self.quiet:
             click.echo(f"== {name}: " + ("up to date" if reason is None else f"runs ({reason})")
                        + (f"; {note}" if note else ""))
@@ -126,7 +125,7 @@ def _settings(**values):
 
 def _run(out_dir, *, settings, quiet, **options):
     """``run_retrain`` with the stage lines and bars; Ctrl-C: one line, exit 130."""
-    shown = StageDisplay(settings, quiet=quiet)
+    shown = StageDisplay(quiet=quiet)
     try:
         return run_retrain(out_dir, settings=settings, announce=shown.announce, done=shown.done,
                            cache_progress=shown.cache_progress, train_progress=shown.train_progress, **options)

@@ -6,6 +6,7 @@ will have. A stage is up to date when the state file records the SHA-256 of its 
 its settings as they are now, and outputs that are still there unchanged; a stage that ran is recorded at
 once, so an interrupted run keeps what it finished and the stage it stopped in continues on the next run.
 """
+import dataclasses
 import functools
 import os
 import tempfile
@@ -29,13 +30,15 @@ CACHE_FILE = f"{WORK_FOLDER}/{work.CACHE_NAME}"  # the cache, as the state file 
 
 class Stage(typing.NamedTuple):
     """One stage to consider: ``inputs`` (file name -> path), ``settings`` (JSON-able), ``outputs`` (file
-    names in the output folder), ``run()`` (does the work; returns its quality line or None)."""
+    names in the output folder), ``run()`` (does the work; returns its quality line or None), ``note`` (a line
+    on the recipe it trains when that is not the asked one, or None)."""
 
     name: str
     inputs: dict
     settings: typing.Any
     outputs: list
     run: typing.Callable
+    note: typing.Optional[str] = None
 
 
 class StageResult(typing.NamedTuple):
@@ -70,7 +73,7 @@ def plan(context, candidate):
     latent = {"latent.bin": path("latent.bin")}
     networks = {name: path(name) for name in ("decompressor.bin", "projector.bin", "stepper.bin")}
     config = functools.partial(_settings_of, settings)
-    return [
+    stages = [
         Stage("features", database, {"builder": "C++-exact", "weights": "default"}, ["features.bin"],
               functools.partial(work.run_features, context, candidate)),
         Stage("decompressor", {**database, **features}, config("decompressor"),
@@ -84,6 +87,7 @@ def plan(context, candidate):
         Stage("verify", {**features, **latent, **networks}, {"tolerance": TOLERANCE, "frames": FRAMES}, [],
               functools.partial(_verify, context)),
     ]
+    return [stage._replace(note=settings.note(stage.name)) for stage in stages]
 
 
 def _settings_of(settings, network):
@@ -108,12 +112,12 @@ class _Hashes:
 
 def run_stage(stage, records, *, out_dir, hashes, announce):
     """Run ``stage`` unless ``records`` (the state's, updated and written when it runs) say it is up to
-    date; ``announce(name, reason or None)`` first. Returns a ``StageResult``."""
+    date; ``announce(name, reason or None, note or None)`` first. Returns a ``StageResult``."""
     inputs = {name: hashes(path) for name, path in stage.inputs.items()}
     outputs = {name: hashes(os.path.join(out_dir, name)) for name in stage.outputs}
     files = [os.path.join(out_dir, name) for name in stage.outputs]
     reason = why_stale(records.get(stage.name), inputs=inputs, settings=stage.settings, outputs=outputs)
-    announce(stage.name, reason)
+    announce(stage.name, reason, None if reason is None else stage.note)
     if reason is None:
         return StageResult(stage.name, "up to date", 0.0, records[stage.name].get("quality"), files)
     started = time.monotonic()
@@ -134,7 +138,7 @@ def run_stage(stage, records, *, out_dir, hashes, announce):
 def _check_before_running(context, records, candidate, *, force):
     """Every refusal, before any stage runs: database.bin never written, files retrain did not write (unless
     ``force``), a file in the cache's place that cannot be a cache (even with ``force``), network .bin files
-    of another shape than the new ones."""
+    of another shape than the new ones. Returns the frames (int) of database.bin."""
     refuse_writing_database(context.out_dir, context.database_path)
     refuse_foreign_files(context.out_dir, records, features_candidate=candidate, force=force)
     check_cache_out(context.cache_path, features_path=context.path("features.bin"))
@@ -144,17 +148,19 @@ def _check_before_running(context, records, candidate, *, force):
                              nbones=database.nbones)
     for name, shape in shapes.items():
         check_replaceable(context.path(name), shape)
+    return database.nframes
 
 
 def run_retrain(out_dir=".", *, database_path="database.bin", settings=None, force=False,
-                announce=lambda name, reason: None, done=lambda result: None, cache_progress=None,
+                announce=lambda name, reason, note: None, done=lambda result: None, cache_progress=None,
                 train_progress=None, on_step=None, before_stages=lambda: None):
     """Run the stages into ``out_dir`` from ``database_path``; returns the ``StageResult`` of each (list).
 
     ``before_stages()`` once every refusal is made and ``out_dir`` exists, before the first stage;
-    ``announce(stage name, why it runs or None when up to date)`` before each stage, ``done(StageResult)``
-    after it. ``force`` replaces files in ``out_dir`` that retrain did not write (never database.bin, never a
-    network of another shape). Ctrl-C raises ``KeyboardInterrupt``; the finished stages are recorded.
+    ``announce(stage name, why it runs or None when up to date, a note on its recipe or None)`` before each
+    stage, ``done(StageResult)`` after it. ``force`` replaces files in ``out_dir`` that retrain did not write
+    (never database.bin, never a network of another shape). Ctrl-C raises
+    ``KeyboardInterrupt``; the finished stages are recorded.
     """
     out_dir, settings = os.fspath(out_dir), RetrainSettings() if settings is None else settings
     check_folder_name(out_dir)
@@ -164,7 +170,8 @@ def run_retrain(out_dir=".", *, database_path="database.bin", settings=None, for
     with tempfile.TemporaryDirectory(prefix="mm-retrain-") as temporary:
         candidate = os.path.join(temporary, "features.bin")
         work.write_features_candidate(context.database_path, candidate)
-        _check_before_running(context, records, candidate, force=force)
+        frames = _check_before_running(context, records, candidate, force=force)
+        context = dataclasses.replace(context, settings=settings.for_database(frames))
         results, hashes = [], _Hashes()
         with output_folder(out_dir):
             before_stages()

@@ -1,8 +1,9 @@
 """What a retrain run trains: one recipe for every network, per-network recipes and iterations on top.
 
 Torch-free, so that ``mm-projector retrain --help`` answers at once. A network that has no recipe of the
-asked name trains the nearest it has (``preview``: its ``fast`` one; otherwise its ``toolkit`` one), and
-``note`` says so.
+asked name trains the nearest it has (``preview``: its ``fast`` one; otherwise its ``toolkit`` one); a stepper
+whose recipe comes from ``recipe`` (not ``recipes``) trains the one for the database's size
+(``stepper.config.recipe_for_database``) once ``database_frames`` is known; ``note`` says so.
 """
 import dataclasses
 import typing
@@ -33,7 +34,8 @@ class RetrainSettings:
     ``recipe``: every network's recipe; ``recipes`` and ``iterations``: per network (name -> recipe name or
     iteration count), on top; ``cache_queries``: rows of the neighbour cache (independent of the projector's
     recipe, so that changing it leaves the cache as it is, but at least one of its batches: ``InvalidOption``
-    otherwise); ``threads``: CPU threads (None: the stages' own policy).
+    otherwise); ``threads``: CPU threads (None: the stages' own policy); ``database_frames``: the frames of
+    database.bin (None: not known yet; ``for_database`` sets it).
     """
 
     recipe: str = DEFAULT_RECIPE
@@ -41,6 +43,7 @@ class RetrainSettings:
     iterations: typing.Mapping[str, int] = dataclasses.field(default_factory=dict)
     cache_queries: int = DEFAULT_CACHE_QUERIES
     threads: typing.Optional[int] = None
+    database_frames: typing.Optional[int] = None
 
     def __post_init__(self):
         batch = self.config("projector").batch_size
@@ -52,12 +55,22 @@ class RetrainSettings:
         """The recipe name (str) asked for ``network``."""
         return self.recipes.get(network) or self.recipe
 
+    def for_database(self, nframes):
+        """These settings (a new ``RetrainSettings``) for a database.bin of ``nframes`` frames."""
+        return dataclasses.replace(self, database_frames=int(nframes))
+
     def recipe_of(self, network):
-        """The recipe name (str) ``network`` trains: the asked one, or the nearest it has."""
+        """The recipe name (str) ``network`` trains: the asked one, or the nearest it has, or for the stepper
+        without a recipe of its own the one for the database's size."""
         asked, offered = self.asked_recipe(network), network_recipes(network)
         while asked not in offered:
             asked = NEAREST_RECIPE.get(asked, "toolkit")
+        if self._sized_by_database(network):
+            return stepper_config.recipe_for_database(asked, self.database_frames)
         return asked
+
+    def _sized_by_database(self, network):
+        return network == "stepper" and not self.recipes.get(network) and self.database_frames is not None
 
     def config(self, network):
         """The network's training config (its package's ``recipe_config`` with this run's overrides)."""
@@ -67,10 +80,15 @@ class RetrainSettings:
         return NETWORKS[network].recipe_config(self.recipe_of(network), **overrides)
 
     def note(self, network):
-        """A line (str) when ``network`` was asked for a recipe it does not have, else None."""
+        """A line (str) when ``network`` trains another recipe than the asked one, else None."""
         if network not in NETWORKS or self.recipe_of(network) == self.asked_recipe(network):
             return None
-        return f"it has no {self.asked_recipe(network)!r} recipe yet: it trains its '{self.recipe_of(network)}' recipe"
+        asked, trained = self.asked_recipe(network), self.recipe_of(network)
+        if asked in network_recipes(network):
+            return (f"database.bin has {self.database_frames:,} frames, fewer than "
+                    f"{stepper_config.SMALL_DATABASE_FRAMES:,}: it trains its {trained!r} recipe, ahead of {asked!r} "
+                    f"there (--{network}-recipe {asked} trains {asked!r})")
+        return f"it has no {asked!r} recipe yet: it trains its {trained!r} recipe"
 
 
 def recorded_settings(config):

@@ -114,6 +114,18 @@ RECIPES = {
 }
 
 
+# below this many frames in database.bin, retrain's --recipe fast trains the stepper's small recipe: small is
+# ahead of fast on every measure at 642 frames (LaFAN1) and 1,500 (synthetic), fast ahead on 5 of 6 at 5,000
+# (docs/stepper.md, "A database learned by heart"); the switch lies between, here at about their middle
+SMALL_DATABASE_FRAMES = 2_500
+
+
+def recipe_for_database(name, nframes):
+    """The recipe name (str) to train for recipe ``name`` on a database of ``nframes`` frames: ``small`` for
+    ``fast`` below ``SMALL_DATABASE_FRAMES``, else ``name``."""
+    return "small" if name == "fast" and nframes < SMALL_DATABASE_FRAMES else name
+
+
 def recipe_config(name="toolkit", **overrides):
     """The ``StepperConfig`` of recipe ``name`` with ``overrides`` (field values) applied on top."""
     return config_with_recipe(StepperConfig, RECIPES, name, overrides)
