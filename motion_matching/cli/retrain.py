@@ -21,8 +21,10 @@ from motion_matching.pipeline.settings import (
     network_recipes,
 )
 from motion_matching.pipeline.state import STATE_NAME
+from motion_matching.stepper.config import SMALL_DATABASE_FRAMES
 
 BAR_LABELS = {"decompressor": "train-decompressor", "projector": "train", "stepper": "train-stepper"}
+DEFAULT_NOTES = {"stepper": f"; its fast: small on a database.bin of fewer than {SMALL_DATABASE_FRAMES:,} frames"}
 
 
 def _network_options(command):
@@ -30,7 +32,8 @@ def _network_options(command):
         command = click.option(f"--{network}-iterations", type=click.IntRange(min=1),
                                help=f"Training iterations of the {network} [default: its recipe's].")(command)
         command = click.option(f"--{network}-recipe", type=click.Choice(network_recipes(network)),
-                               help=f"The {network}'s recipe [default: --recipe].")(command)
+                               help=f"The {network}'s recipe [default: --recipe{DEFAULT_NOTES.get(network, '')}].")(
+                                   command)
     return command
 
 
