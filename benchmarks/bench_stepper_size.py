@@ -12,6 +12,8 @@ on how many of the six) and the recipe ``mm-projector retrain --recipe fast`` tr
 
     python benchmarks/bench_stepper_size.py --work W --frames 1500 [--frames 5000] [--json FILE]
 """
+import concurrent.futures
+import functools
 import json
 import os
 import platform
@@ -48,27 +50,24 @@ def prepare(folder, frames):
                            "--out", os.path.join(folder, "dec"), "--quiet"), check=True)
 
 
-def train_steppers(folder):
-    """Train every recipe at once, one thread each; returns {recipe: wall seconds} (kept in seconds.json)."""
-    latent = ["--latent", os.path.join(folder, "dec", "latent.bin")]
-    running = {}
-    for recipe in RECIPES:
-        kept = os.path.join(folder, recipe, "seconds.json")
-        if not os.path.isfile(kept):
-            started = time.perf_counter()
-            running[recipe] = (subprocess.Popen(command("train-stepper", *inputs(folder), *latent, "--recipe", recipe,
-                                                        "--threads", "1", "--out", os.path.join(folder, recipe),
-                                                        "--quiet")), started)
-    for recipe, (process, started) in running.items():
-        if process.wait() != 0:
-            raise SystemExit(f"train-stepper --recipe {recipe} in {folder} exited {process.returncode}")
-        with open(os.path.join(folder, recipe, "seconds.json"), "w") as file:
+def train_stepper(folder, recipe):
+    """Train ``recipe`` on one thread into ``folder/recipe``; its wall seconds are kept in seconds.json."""
+    kept = os.path.join(folder, recipe, "seconds.json")
+    if not os.path.isfile(kept):
+        started = time.perf_counter()
+        subprocess.run(command("train-stepper", *inputs(folder), "--latent", os.path.join(folder, "dec", "latent.bin"),
+                               "--recipe", recipe, "--threads", "1", "--out", os.path.join(folder, recipe), "--quiet"),
+                       check=True)
+        with open(kept, "w") as file:
             json.dump({"seconds": time.perf_counter() - started}, file)
-    seconds = {}
-    for recipe in RECIPES:
-        with open(os.path.join(folder, recipe, "seconds.json")) as file:
-            seconds[recipe] = json.load(file)["seconds"]
-    return seconds
+    with open(kept) as file:
+        return json.load(file)["seconds"]
+
+
+def train_steppers(folder):
+    """Train every recipe at once, one thread each; returns {recipe: wall seconds}."""
+    with concurrent.futures.ThreadPoolExecutor(len(RECIPES)) as pool:
+        return dict(zip(RECIPES, pool.map(functools.partial(train_stepper, folder), RECIPES)))
 
 
 def evaluate(folder, recipe):
