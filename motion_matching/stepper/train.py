@@ -12,7 +12,7 @@ import torch
 
 from motion_matching.atomic import check_folder_name
 from motion_matching.stepper.batches import WindowBatches, clip_starts
-from motion_matching.stepper.config import StepperConfig
+from motion_matching.stepper.config import StepperConfig, recipe_note
 from motion_matching.stepper.inputs import load_inputs
 from motion_matching.stepper.model import Stepper, stepper_network
 from motion_matching.stepper.objective import LossTerms, next_frame, stepper_losses
@@ -132,7 +132,8 @@ def train_stepper(config=None, *, database_path, features_path, latent_path, out
         run.source = source = WindowBatches(inputs, batch_size=config.batch_size, window=config.window,
                                             device=run.device, starts=starts, window_at=config.window_at)
         source.seek(run.step)
-        log_run_notes(run, continued=continued, notes=(run.compile_note,))
+        log_run_notes(run, continued=continued,
+                      notes=(recipe_note(config, inputs.database_path, inputs.nframes), run.compile_note))
         stack.callback(run.close)
         train(run, source)
         return run.result()
