@@ -38,8 +38,8 @@ def test_a_fast_run_on_a_small_database_says_small_is_ahead_there_and_nothing_el
     assert recipe_note(fast, "database.bin", SMALL_DATABASE_FRAMES) is None
     assert recipe_note(fast, "x/database.bin", SMALL_DATABASE_FRAMES - 1) == (
         f"x/database.bin: {SMALL_DATABASE_FRAMES - 1:,} frames, fewer than {SMALL_DATABASE_FRAMES:,}: the stepper's "
-        "'small' recipe is ahead of 'fast' on every measure there, in about a quarter of its time (docs/stepper.md, "
-        "\"Where small overtakes fast\")")
+        "'small' recipe is ahead of 'fast' on every measure there, in a quarter to a half of its time "
+        "(docs/stepper.md, \"Where small overtakes fast\")")
     assert recipe_note(small, "database.bin", 600) is None and recipe_note(toolkit, "database.bin", 600) is None
 
 

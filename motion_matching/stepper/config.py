@@ -134,7 +134,7 @@ def recipe_note(config, database_path, nframes):
     if better == config.recipe:
         return None
     return (f"{database_path}: {nframes:,} frames, fewer than {SMALL_DATABASE_FRAMES:,}: the stepper's {better!r} "
-            f"recipe is ahead of {config.recipe!r} on every measure there, in about a quarter of its time "
+            f"recipe is ahead of {config.recipe!r} on every measure there, in a quarter to a half of its time "
             "(docs/stepper.md, \"Where small overtakes fast\")")
 
 
