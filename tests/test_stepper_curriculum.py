@@ -136,7 +136,8 @@ def test_the_fast_recipe_grows_its_windows_and_retrain_trains_it():
     from motion_matching.pipeline.settings import RetrainSettings
     from motion_matching.stepper.config import recipe_config
     fast = recipe_config("fast")
-    assert (fast.first_window, fast.window_ramp, fast.window) == (2, 0.75, 20)
+    assert (fast.first_window, fast.window_ramp, fast.window) == (2, 0.85, 20)
+    assert recipe_config("small").window_ramp == 0.75  # as measured on LaFAN1
     assert fast.window_at(0) == 2 and fast.window_at(fast.iterations - 1) == 20
     toolkit = recipe_config("toolkit")
     assert fast.batch_size * fast.iterations >= toolkit.batch_size * toolkit.iterations

@@ -14,7 +14,9 @@ from motion_matching.stepper.config import SMALL_DATABASE_FRAMES, recipe_config,
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
 
-DIFFERENCES = {"batch_size": 128, "iterations": 16_000, "precision": "float32", "clip_windows": True}
+# window_ramp: the 75% small was measured with, fast's until session 36
+DIFFERENCES = {"batch_size": 128, "iterations": 16_000, "precision": "float32", "clip_windows": True,
+               "window_ramp": 0.75}
 
 
 def test_small_is_fast_in_float32_at_a_quarter_of_its_batch_on_clip_windows():
