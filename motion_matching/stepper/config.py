@@ -95,8 +95,8 @@ class StepperConfig(CommonConfig):
 
 # ahead of the toolkit recipe run to the end on every measure, in three seeds (docs/stepper.md, "Growing
 # windows" and "Windows growing over 85%"): 16.4 M windows (the anchor's 16.0 M), 85% of them shorter than 20
-# frames; 24-25 minutes on 2 cores with bfloat16, 0.94 of the time with windows growing over 75% (sessions
-# 16-35), about 0.13 of the toolkit script's time on this AMD host (its step is matrix products, the script's is
+# frames; 24-25 minutes on 2 cores with bfloat16, 0.93-0.945 of its time when they grew over 75% (sessions
+# 16-35), 0.12 of the toolkit script's time on an AMD host (its step is matrix products, the script's is
 # Python: the ratio is the host's). Sessions 16-18 called it "quality"
 FAST = {"batch_size": 512, "iterations": 32_000, "lr": 0.004, "schedule": "cosine", "warmup": 200,
         "precision": "auto", "first_window": 2, "window_ramp": 0.85}
