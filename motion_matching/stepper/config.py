@@ -18,15 +18,11 @@ EVALUATION_SEED = 1234  # evaluate-stepper's: the offset of its evenly spaced wi
 class StepperConfig(CommonConfig):
     """Hyperparameters of one stepper training run (frozen; torch-free, for ``--help``)."""
 
-    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "middle_rank", "window", "first_window", "window_ramp",
-                                              "compiled_rollout", "clip_windows", "float32_tail")
+    NUMERIC_FIELDS = COMMON_NUMERIC_FIELDS + ("hidden", "window", "first_window", "window_ramp", "compiled_rollout",
+                                              "clip_windows", "float32_tail")
     POSITIVE_FIELDS = CommonConfig.POSITIVE_FIELDS + ("hidden",)
 
     hidden: int = field(512, "Width of the stepper's two hidden layers")
-    middle_rank: typing.Optional[int] = field(
-        None, "Train the middle hidden x hidden layer as two factors of this rank (hidden -> R -> hidden, nothing "
-              "between), multiplied out into stepper.bin's full layer: at 64, half a rollout's matrix products "
-              "[default: the full layer, the toolkit's]", type=int)
     window: int = field(WINDOW, "Frames per training window: the first from the database, the rest stepped")
     first_window: typing.Optional[int] = field(
         None, "Frames per window at the first iteration: windows grow from it to --window over the first "
@@ -60,12 +56,6 @@ class StepperConfig(CommonConfig):
             raise ValueError(f"float32_tail must be between 0 and 1, not {self.float32_tail}")
         if self.exact_toolkit and self.float32_tail:
             raise ValueError("--exact-toolkit computes in float32 throughout: leave out --float32-tail")
-        if self.middle_rank is not None:
-            if not 1 <= self.middle_rank < self.hidden:
-                raise ValueError(f"middle_rank must be between 1 and hidden - 1 ({self.hidden - 1}), not "
-                                 f"{self.middle_rank}")
-            if self.exact_toolkit:
-                raise ValueError("--exact-toolkit trains the script's full middle layer: leave out --middle-rank")
         if self.window < 2:
             raise ValueError(f"window must be at least 2, not {self.window}")
         if not math.isfinite(self.window_ramp) or not 0 <= self.window_ramp <= 1:

@@ -32,9 +32,9 @@ WRITER = "train-stepper"
 
 def make_stepper(inputs, config):
     """A freshly initialised ``Stepper`` (CPU, float32) after ``torch.manual_seed(config.seed)``, its
-    normalisation the database's, as the script makes it (its middle layer then factored if the config says)."""
+    normalisation the database's, as the script makes it."""
     torch.manual_seed(config.seed)
-    module = Stepper(inputs.X.shape[1] + inputs.Z.shape[1], hidden=config.hidden, middle_rank=config.middle_rank)
+    module = Stepper(inputs.X.shape[1] + inputs.Z.shape[1], hidden=config.hidden)
     module.set_normalisation(inputs.normalisation)
     return module
 
