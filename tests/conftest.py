@@ -1,4 +1,5 @@
 """Shared fixtures: the read-only fixtures beside the project, and small valid toolkit files."""
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -6,6 +7,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 import warnings
 
 import numpy as np
@@ -86,16 +88,29 @@ def shared_fixture(*parts):
     return path
 
 
-def run_toolkit_script(name, folder, *, iterations):
-    """Run a copy of the toolkit's script ``name`` (../shared/fixtures/toolkit/scripts; skip when absent) with
-    only ``niter`` changed, in ``folder``, as its README says; fails the test if the script fails."""
+@contextlib.contextmanager
+def toolkit_script_running(name, folder, *, iterations):
+    """Start a copy of the toolkit's script ``name`` (../shared/fixtures/toolkit/scripts; skip when absent) with
+    only ``niter`` changed, in ``folder``, as its README says, and run the body beside it: the script is one
+    Python thread at batch 32, so our run takes the other core meanwhile. On leaving, wait for the script and
+    fail the test if it failed; if the body raised, kill it."""
     scripts = shared_fixture("toolkit", "scripts")
     text = (scripts / name).read_text()
     assert text.count("niter = 500000") == 1
     (folder / name).write_text(text.replace("niter = 500000", f"niter = {iterations}"))
     env = dict(os.environ, PYTHONPATH=str(scripts), MPLBACKEND="Agg")
-    done = subprocess.run([sys.executable, name], cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
+    with tempfile.TemporaryFile() as errors:
+        script = subprocess.Popen([sys.executable, name], cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=errors)
+        try:
+            yield
+            returncode = script.wait(timeout=900)
+        finally:
+            if script.poll() is None:
+                script.kill()
+                script.wait()
+        errors.seek(0)
+        assert returncode == 0, errors.read()[-2000:].decode(errors="replace")
 
 
 def random_features(nframes=2000, nfeatures=27, seed=0):

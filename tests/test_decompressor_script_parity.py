@@ -12,17 +12,19 @@ import pytest
 from motion_matching.data import generate
 from motion_matching.toolkit import formats
 
-from conftest import run_toolkit_script
+from conftest import toolkit_script_running
 
 FRAMES = 1200  # the synthetic generator cuts this into 4 clips: the script's preview needs clip 2
 
 
-def run_decompressor_script(folder, *, iterations):
-    """Run a copy of the script with only ``niter`` changed in ``folder``; returns the bytes it wrote."""
+NAMES = ("decompressor.bin", "latent.bin")
+
+
+def decompressor_script_running(folder, *, iterations):
+    """A copy of the script with only ``niter`` changed, running in ``folder`` (it writes NAMES there)."""
     for module in ("matplotlib", "tensorboard"):
         pytest.importorskip(module, reason=f"the toolkit's script imports {module}")
-    run_toolkit_script("train_decompressor.py", folder, iterations=iterations)
-    return {name: (folder / name).read_bytes() for name in ("decompressor.bin", "latent.bin")}
+    return toolkit_script_running("train_decompressor.py", folder, iterations=iterations)
 
 
 def small_database(folder):
@@ -39,13 +41,14 @@ def ours(files, out, *, iterations, **settings):
     result = train_decompressor(config, database_path=files["database"], features_path=files["features"],
                                 out_dir=out)
     assert result.steps == iterations
-    return {name: (out / name).read_bytes() for name in ("decompressor.bin", "latent.bin")}
+    return {name: (out / name).read_bytes() for name in NAMES}
 
 
 def test_one_iteration_writes_the_scripts_files(tmp_path):
     files = small_database(tmp_path)
-    expected = run_decompressor_script(tmp_path, iterations=1)
-    written = ours(files, tmp_path / "ours", iterations=1)
+    with decompressor_script_running(tmp_path, iterations=1):
+        written = ours(files, tmp_path / "ours", iterations=1)
+    expected = {name: (tmp_path / name).read_bytes() for name in NAMES}
     assert formats.load_network(tmp_path / "ours" / "decompressor.bin").sizes[0] == 27 + 32
     for name in expected:
         assert written[name] == expected[name], f"{name} differs from the script's after iteration 0"
@@ -53,8 +56,9 @@ def test_one_iteration_writes_the_scripts_files(tmp_path):
 
 def test_1001_iterations_in_two_runs_write_the_scripts_files(tmp_path):
     files = small_database(tmp_path)
-    expected = run_decompressor_script(tmp_path, iterations=1001)
-    ours(files, tmp_path / "ours", iterations=600)  # stops between saves: the checkpoint carries the stream on
-    written = ours(files, tmp_path / "ours", iterations=1001)
+    with decompressor_script_running(tmp_path, iterations=1001):
+        ours(files, tmp_path / "ours", iterations=600)  # stops between saves: the checkpoint carries the stream on
+        written = ours(files, tmp_path / "ours", iterations=1001)
+    expected = {name: (tmp_path / name).read_bytes() for name in NAMES}
     for name in expected:
         assert written[name] == expected[name], f"{name} differs from the script's after iteration 1,000"

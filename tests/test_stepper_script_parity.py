@@ -12,17 +12,16 @@ import pytest
 from motion_matching.data import generate
 from motion_matching.toolkit import formats
 
-from conftest import run_toolkit_script
+from conftest import toolkit_script_running
 
 FRAMES = 1200  # the synthetic generator cuts this into 4 clips: the script's preview needs clip 2
 
 
-def run_stepper_script(folder, *, iterations):
-    """Run a copy of the script with only ``niter`` changed in ``folder``; returns the stepper.bin it wrote."""
+def stepper_script_running(folder, *, iterations):
+    """A copy of the script with only ``niter`` changed, running in ``folder`` (it writes stepper.bin there)."""
     for module in ("matplotlib", "tensorboard"):
         pytest.importorskip(module, reason=f"the toolkit's script imports {module}")
-    run_toolkit_script("train_stepper.py", folder, iterations=iterations)
-    return (folder / "stepper.bin").read_bytes()
+    return toolkit_script_running("train_stepper.py", folder, iterations=iterations)
 
 
 def small_database(folder):
@@ -44,15 +43,17 @@ def ours(files, out, *, iterations):
 
 def test_one_iteration_writes_the_scripts_stepper_bin(tmp_path):
     files = small_database(tmp_path)
-    expected = run_stepper_script(tmp_path, iterations=1)
-    written = ours(files, tmp_path / "ours", iterations=1)
+    with stepper_script_running(tmp_path, iterations=1):
+        written = ours(files, tmp_path / "ours", iterations=1)
+    expected = (tmp_path / "stepper.bin").read_bytes()
     assert formats.load_network(tmp_path / "ours" / "stepper.bin").sizes == [59, 512, 512, 59]
     assert written == expected, "stepper.bin differs from the script's after iteration 0"
 
 
 def test_1001_iterations_in_two_runs_write_the_scripts_stepper_bin(tmp_path):
     files = small_database(tmp_path)
-    expected = run_stepper_script(tmp_path, iterations=1001)
-    ours(files, tmp_path / "ours", iterations=600)  # stops between saves: the checkpoint carries the stream on
-    written = ours(files, tmp_path / "ours", iterations=1001)
+    with stepper_script_running(tmp_path, iterations=1001):
+        ours(files, tmp_path / "ours", iterations=600)  # stops between saves: the checkpoint carries the stream on
+        written = ours(files, tmp_path / "ours", iterations=1001)
+    expected = (tmp_path / "stepper.bin").read_bytes()
     assert written == expected, "stepper.bin differs from the script's after iteration 1,000"
