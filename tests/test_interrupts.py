@@ -311,16 +311,16 @@ def test_sigterm_to_a_background_training_saves_the_step_reached_and_the_same_co
     from train_helpers import assert_identical_states
 
     features_path, latent_path = write_small_toolkit_files(tmp_path, nframes=400)
-    settings = {"iterations": 3000, "hidden": 128, "hidden_layers": 1, "save_every": 5, "checkpoint_every": 100_000}
+    settings = {"iterations": 1000, "hidden": 128, "hidden_layers": 1, "save_every": 5, "checkpoint_every": 100_000}
     train_projector(TrainConfig(**settings, threads=1), features_path=features_path, latent_path=latent_path,
                     out_dir=tmp_path / "unbroken", held_out_queries=0)
     command = [sys.executable, "-c", "from motion_matching.cli import main; main()", "train", "--database", "",
-               "--iterations", "3000", "--hidden", "128", "--hidden-layers", "1", "--save-every", "5",
+               "--iterations", "1000", "--hidden", "128", "--hidden-layers", "1", "--save-every", "5",
                "--checkpoint-every", "100000", "--held-out", "0", "--threads", "1", "--quiet", "--out", "broken"]
     network, stops = tmp_path / "broken" / "projector.bin", []
     for _ in range(3):  # each stop lands at another moment of a step or between two
         stops.append(terminated_training(command, cwd=tmp_path, network=network))
-    assert 0 < stops[0] < stops[1] < stops[2] < 3000, stops
+    assert 0 < stops[0] < stops[1] < stops[2] < 1000, stops
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert network.read_bytes() == (tmp_path / "unbroken" / "projector.bin").read_bytes()
