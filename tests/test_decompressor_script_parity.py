@@ -15,9 +15,7 @@ from motion_matching.toolkit import formats
 from conftest import toolkit_script_running
 
 FRAMES = 1200  # the synthetic generator cuts this into 4 clips: the script's preview needs clip 2
-
-
-NAMES = ("decompressor.bin", "latent.bin")
+NAMES = ("decompressor.bin", "latent.bin")  # what the script writes at each save
 
 
 def decompressor_script_running(folder, *, iterations):
