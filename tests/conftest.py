@@ -93,8 +93,8 @@ def toolkit_script_running(name, folder, *, iterations):
     """Start a copy of the toolkit's script ``name`` (../shared/fixtures/toolkit/scripts; skip when absent) with
     only ``niter`` changed, in ``folder``, as its README says, and run the body beside it: at batch 32 the
     script is held by Python's pace more than by the cores, so both together take little more than the longer
-    (270 s against 173 s for the five parity tests on a 2-core float32 host). On leaving, wait for the script
-    and fail the test if it failed; if the body raised, kill it."""
+    (the five parity tests: 270 s one after the other, 173 s side by side, on a 2-core float32 host). On
+    leaving, wait for the script and fail the test if it failed; if the body raised, kill it."""
     scripts = shared_fixture("toolkit", "scripts")
     text = (scripts / name).read_text()
     assert text.count("niter = 500000") == 1

@@ -4,6 +4,8 @@ The script comes from ../shared/fixtures/toolkit/scripts (its README: run a copy
 ``niter``, in a folder holding the three files, with the scripts folder on PYTHONPATH). 1,001 iterations
 end on a save, so the script's last projector.bin is that of iteration 1,000.
 """
+import pathlib
+
 import pytest
 
 from motion_matching.cache import build_cache
@@ -33,7 +35,7 @@ def test_exact_toolkit_runs_write_the_scripts_projector_bin(tmp_path):
                                      database_path=files["database"], offline_cache=cache,
                                      out_dir=tmp_path / name, held_out_queries=0)
             assert result.steps == ITERATIONS
-            written[name] = open(result.network_path, "rb").read()
+            written[name] = pathlib.Path(result.network_path).read_bytes()
     expected = (tmp_path / "projector.bin").read_bytes()
     for name in written:
         assert written[name] == expected, f"{name} projector.bin differs from the script's"
